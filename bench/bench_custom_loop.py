@@ -52,7 +52,7 @@ def run_distrib(model: str, replicas: int, steps: int, batch: int) -> list[float
 
     strategy = (distrib.MirroredStrategy(devices=[f"cpu:{i}" for i in range(replicas)])
                 if replicas > 1 else distrib.MirroredStrategy())
-    rank = strategy.extended._group_info().replica_id
+    rank = strategy.extended.replica_group.replica_id
     torch.manual_seed(0)
     with strategy.scope():
         net = MODELS[model]()

@@ -85,7 +85,7 @@ def run_distrib(model: str, replicas: int, steps: int, batch: int) -> tuple[int,
     fit_model.fit(x[:warm], y[:warm], batch_size=batch, epochs=1, shuffle=False, verbose=0)
     t0 = time.perf_counter()
     fit_model.fit(x[warm:], y[warm:], batch_size=batch, epochs=1, shuffle=False, verbose=0)
-    return strategy.extended._group_info().replica_id, time.perf_counter() - t0
+    return strategy.extended.replica_group.replica_id, time.perf_counter() - t0
 
 
 def run_ddp(model: str, replicas: int, steps: int, batch: int) -> tuple[int, float]:

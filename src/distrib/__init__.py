@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# Public name -> module that defines it.  Imports are lazy (PEP 562) so that the
-# `distrib` command, which needs only distrib.cluster, starts without importing torch.
+# Public name -> module that defines it: the one export list (``__all__`` and ``dir()``
+# come from it; tests/test_exports.py checks the TYPE_CHECKING imports and the strategy
+# table against it).  Imports are lazy (PEP 562) so that the `distrib` command, which
+# needs only distrib.cluster, starts without importing torch.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["CommunicationImplementation", "CommunicationOptions", "ReduceOp"],
                     "distrib.comm"),
@@ -49,7 +51,7 @@ _EXPORTS: dict[str, str] = {
                     "distrib.training"),
 }
 _SUBMODULES = {"cluster", "comm", "data", "datasets", "distribute", "errors", "input",
-               "mixed_precision", "strategies", "training"}
+               "mixed_precision", "nest", "strategies", "training"}
 
 if TYPE_CHECKING:
     from distrib import (
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
         errors,
         input,
         mixed_precision,
+        nest,
         strategies,
         training,
     )
@@ -104,7 +107,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*_EXPORTS, *_SUBMODULES, "__version__"])
+    return [*__all__, "__version__"]
 
 
 __all__ = [
@@ -115,5 +118,6 @@ __all__ = [
     "callbacks", "cluster", "comm", "compute_average_loss", "data", "datasets", "distribute",
     "errors", "experimental_set_strategy", "get_replica_context", "get_strategy",
     "has_strategy", "in_cross_replica_context", "input", "losses", "metrics",
-    "mixed_precision", "optimizers", "scale_regularization_loss", "strategies", "training",
+    "mixed_precision", "nest", "optimizers", "scale_regularization_loss", "strategies",
+    "training"
 ]

@@ -93,3 +93,13 @@ def test_scope_broadcasts_and_sums_gradients(seen: list[dict[str, Any]]) -> None
     for r in seen:
         assert r["same_init"][0] == r["same_init"][1]
         assert r["grad_sum"] == [[3.0, 3.0]]  # inputs 1 and 2 on the two replicas: summed
+
+
+def test_namedtuples_and_nested_structures_keep_their_types(seen: list[dict[str, Any]]
+                                                            ) -> None:
+    for r in seen:
+        assert r["nested_reduce"] == ["Pair", 3.0, [[1], [[4.0]]]]
+        assert r["nested_gather"] == ["Pair", [0, 1], [[0, 0], [1, 1]]]
+        keys, kind, diff_a, diff_b, shape = r["nested_fit"]
+        assert keys == ["a_loss", "b_loss", "loss"] and kind == "Pair"
+        assert diff_a < 1e-12 and diff_b < 1e-12 and shape == [10, 1]

@@ -14,8 +14,6 @@ from distrib.comm.collectives import (
     all_reduce_nest,
     barrier,
     broadcast_object,
-    flatten,
-    unflatten,
 )
 from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationImplementation, CommunicationOptions, ReduceOp
@@ -23,5 +21,5 @@ from distrib.comm.ops import CommunicationImplementation, CommunicationOptions, 
 __all__ = [
     "Communicator", "ReduceOp", "CommunicationImplementation", "CommunicationOptions",
     "all_reduce", "all_reduce_nest", "all_gather", "all_gather_object", "broadcast_object",
-    "barrier", "flatten", "unflatten",
+    "barrier",
 ]

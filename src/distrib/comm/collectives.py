@@ -23,52 +23,10 @@ import torch.distributed as dist
 
 from distrib.comm.group import Communicator
 from distrib.comm.ops import ReduceOp
+from distrib.nest import tree_flatten, tree_unflatten
 
 __all__ = ["all_reduce", "all_reduce_nest", "all_gather", "all_gather_object",
-           "broadcast_object", "barrier", "flatten", "unflatten"]
-
-
-def flatten(value: Any) -> tuple[list[Any], Any]:
-    """Split a nest (lists, tuples, dicts) into its leaves and a structure for :func:`unflatten`.
-
-    Example:
-        >>> leaves, spec = flatten({"a": 1, "b": (2, 3)})
-        >>> leaves, unflatten(spec, [10, 20, 30])
-        ([1, 2, 3], {'a': 10, 'b': (20, 30)})
-    """
-    if isinstance(value, dict):
-        keys = sorted(value)
-        leaves: list[Any] = []
-        specs = []
-        for k in keys:
-            sub, spec = flatten(value[k])
-            leaves.extend(sub)
-            specs.append((k, spec, len(sub)))
-        return leaves, ("dict", type(value), specs)
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        leaves = []
-        specs = []
-        for item in value:
-            sub, spec = flatten(item)
-            leaves.extend(sub)
-            specs.append((None, spec, len(sub)))
-        return leaves, ("seq", type(value), specs)
-    return [value], ("leaf",)
-
-
-def unflatten(spec: Any, leaves: list[Any]) -> Any:
-    """Rebuild the nest described by ``spec`` from ``leaves`` (see :func:`flatten`)."""
-    if spec[0] == "leaf":
-        return leaves[0]
-    _, kind, specs = spec
-    out, pos = [], 0
-    for key, sub, n in specs:
-        out.append((key, unflatten(sub, leaves[pos:pos + n])))
-        pos += n
-    if spec[0] == "dict":
-        return kind((k, v) for k, v in out)
-    items = [v for _, v in out]
-    return kind(items) if kind in (list, tuple) else kind(*items)
+           "broadcast_object", "barrier"]
 
 
 def _raw_all_reduce(comm: Communicator, t: torch.Tensor, what: str = "all_reduce") -> torch.Tensor:
@@ -107,7 +65,7 @@ def all_reduce_nest(comm: Communicator, op: ReduceOp, value: Any) -> Any:
 
     Python numbers come back as 0-d tensors.
     """
-    leaves, spec = flatten(value)
+    leaves, spec = tree_flatten(value)
     tensors = [x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in leaves]
     out: list[Any] = list(tensors)
     packable: dict[tuple[torch.dtype, torch.device], list[int]] = {}
@@ -124,7 +82,7 @@ def all_reduce_nest(comm: Communicator, op: ReduceOp, value: Any) -> Any:
             n = tensors[i].numel()
             out[i] = red[pos:pos + n].view(tensors[i].shape)
             pos += n
-    return unflatten(spec, out)
+    return tree_unflatten(spec, out)
 
 
 def _gather_sizes(comm: Communicator, size: int) -> list[int]:

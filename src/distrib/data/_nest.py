@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from distrib import nest
 from distrib.errors import DataError, explain
 
 __all__ = ["call_fn", "is_structure", "flatten", "map_structure", "to_element", "stack", "cat", "take",
@@ -39,29 +40,7 @@ def is_structure(x: Any) -> bool:
         >>> is_structure((1,)), is_structure([1])
         (True, False)
     """
-    return isinstance(x, (tuple, dict))
-
-
-def _keys(d: dict[Any, Any]) -> list[Any]:
-    try:
-        return sorted(d)
-    except TypeError:
-        return list(d)
-
-
-def _rebuild(template: Any, children: Sequence[Any]) -> Any:
-    if isinstance(template, dict):
-        by_key = dict(zip(_keys(template), children))
-        return type(template)((k, by_key[k]) for k in template)
-    if hasattr(template, "_fields"):
-        return type(template)(*children)
-    return tuple(children)
-
-
-def _children(x: Any) -> list[Any]:
-    if isinstance(x, dict):
-        return [x[k] for k in _keys(x)]
-    return list(x)
+    return nest.is_nested(x, lists_are_leaves=True)
 
 
 def flatten(x: Any) -> list[Any]:
@@ -71,12 +50,7 @@ def flatten(x: Any) -> list[Any]:
         >>> flatten({'b': 1, 'a': (2, 3)})
         [2, 3, 1]
     """
-    if not is_structure(x):
-        return [x]
-    out: list[Any] = []
-    for child in _children(x):
-        out.extend(flatten(child))
-    return out
+    return nest.flatten(x, lists_are_leaves=True)
 
 
 def assert_same_structure(a: Any, b: Any, what: str = "element") -> None:
@@ -85,23 +59,16 @@ def assert_same_structure(a: Any, b: Any, what: str = "element") -> None:
     Example:
         >>> assert_same_structure((1, 2), (3, 4))
     """
-    if is_structure(a) != is_structure(b) or (is_structure(a) and (
-            type(a) is not type(b) or len(a) != len(b)
-            or (isinstance(a, dict) and set(a) != set(b)))):
+    _, sa = nest.tree_flatten(a, lists_are_leaves=True)
+    _, sb = nest.tree_flatten(b, lists_are_leaves=True)
+    if sa != sb:
         raise DataError(explain(what, _describe(b),
                                 f"must have the same structure as the first one ({_describe(a)})",
                                 "return the same tuple/dict layout for every element"))
-    if is_structure(a):
-        for x, y in zip(_children(a), _children(b)):
-            assert_same_structure(x, y, what)
 
 
 def _describe(x: Any) -> str:
-    if isinstance(x, dict):
-        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in x.items()) + "}"
-    if isinstance(x, tuple):
-        return "(" + ", ".join(_describe(v) for v in x) + ")"
-    return type(x).__name__
+    return nest.describe(x, lists_are_leaves=True)
 
 
 def map_structure(fn: Callable[..., Any], first: Any, *rest: Any) -> Any:
@@ -111,13 +78,9 @@ def map_structure(fn: Callable[..., Any], first: Any, *rest: Any) -> Any:
         >>> map_structure(lambda a, b: a + b, (1, {'k': 2}), (10, {'k': 20}))
         (11, {'k': 22})
     """
-    if not is_structure(first):
-        return fn(first, *rest)
-    if isinstance(first, dict):
-        kids = [[first[k]] + [r[k] for r in rest] for k in _keys(first)]
-    else:
-        kids = [[c] + [r[i] for r in rest] for i, c in enumerate(first)]
-    return _rebuild(first, [map_structure(fn, *k) for k in kids])
+    for other in rest:
+        assert_same_structure(first, other)
+    return nest.map_structure(fn, first, *rest, lists_are_leaves=True)
 
 
 def _leaf(x: Any) -> Any:
@@ -164,9 +127,7 @@ def to_element(x: Any, lists_are_tuples: bool = False) -> Any:
     """
     if lists_are_tuples and isinstance(x, list):
         x = tuple(x)
-    if is_structure(x):
-        return _rebuild(x, [to_element(c) for c in _children(x)])
-    return _leaf(x)
+    return map_structure(_leaf, x)
 
 
 def _stack_leaves(leaves: list[Any], index: int) -> Any:
@@ -203,8 +164,7 @@ def stack(elements: Sequence[Any]) -> Any:
 
 
 def _pack(template: Any, leaves: list[Any]) -> Any:
-    it = iter(leaves)
-    return map_structure(lambda _: next(it), template)
+    return nest.pack_sequence_as(template, leaves, lists_are_leaves=True)
 
 
 def cat(batches: Sequence[Any]) -> Any:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from distrib.errors import ContextError
 
 if TYPE_CHECKING:
+    from distrib.distribute.group import StrategyLike
     from distrib.distribute.replica_context import ReplicaContext
 
 __all__ = ["get_strategy", "has_strategy", "in_cross_replica_context", "get_replica_context",
@@ -31,7 +32,7 @@ __all__ = ["get_strategy", "has_strategy", "in_cross_replica_context", "get_repl
 
 @dataclass
 class _Frame:
-    strategy: Any
+    strategy: StrategyLike
     replica_context: ReplicaContext | None  # None = cross-replica context
     explicit_default: bool = False
 

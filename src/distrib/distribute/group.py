@@ -1,9 +1,11 @@
-"""What the input and training layers need to know about the replica group.
+"""What the layers above the strategies know about the replica group: a typed seam.
 
-A strategy describes itself to the layers above it with a :class:`ReplicaGroupInfo`:
-how many replicas there are, which one this process is, how they are spread
-over workers, the device of this replica, and an all-reduce for small
-bookkeeping tensors (end-of-data agreement, metric totals).
+A strategy describes itself to the input, mixed-precision, checkpoint and training
+layers with a frozen :class:`ReplicaGroupInfo` — how many replicas there are, which one
+this process is, how they are spread over workers, this replica's device, and the
+collectives those layers may use — available as ``strategy.extended.replica_group``.
+Code below the strategies types a strategy as :class:`StrategyLike` (a
+``typing.Protocol``), so it never needs the concrete class nor a private method.
 
 Example:
     >>> info = ReplicaGroupInfo.single()
@@ -15,13 +17,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 
-__all__ = ["ReplicaGroupInfo"]
+from distrib.comm.ops import ReduceOp
+from distrib.nest import map_structure
+
+__all__ = ["ReplicaGroupInfo", "StrategyLike", "ExtendedLike"]
 
 
 def _identity(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def _reduce_alone(op: ReduceOp, value: Any) -> Any:
+    return map_structure(lambda x: x if isinstance(x, torch.Tensor) else torch.as_tensor(x),
+                         value)
+
+
+def _gather_alone(t: torch.Tensor, axis: int) -> torch.Tensor:
     return t
 
 
@@ -39,11 +54,16 @@ class ReplicaGroupInfo:
         device: the device batches must be delivered to.
         wrap_per_replica: whether values are wrapped in ``PerReplica``
             (False for the default strategy and ``OneDeviceStrategy``).
-        all_reduce_sum: SUM all-reduce over all R replicas of a small CPU tensor
-            (identity when R == 1).  Every replica must call it the same number of
-            times, in the same order.
+        all_reduce_sum: SUM all-reduce over all R replicas of a small tensor,
+            not differentiable (identity when R == 1).
+        all_reduce: ``all_reduce(op, nest)``: SUM or MEAN of every leaf of a nest
+            over all replicas; differentiable for leaves that require grad.
+        all_gather: ``all_gather(tensor, axis)``: every replica's tensor concatenated
+            along ``axis`` in replica order (sizes along ``axis`` may differ).
         all_gather_object: gathers one picklable object from every replica,
             in replica order (``[obj]`` when R == 1).
+
+    Every replica must call a collective the same number of times, in the same order.
     """
 
     num_replicas_in_sync: int = 1
@@ -55,9 +75,45 @@ class ReplicaGroupInfo:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     wrap_per_replica: bool = False
     all_reduce_sum: Callable[[torch.Tensor], torch.Tensor] = _identity
+    all_reduce: Callable[[ReduceOp, Any], Any] = _reduce_alone
+    all_gather: Callable[[torch.Tensor, int], torch.Tensor] = _gather_alone
     all_gather_object: Callable[[object], list[object]] = lambda obj: [obj]
 
     @classmethod
-    def single(cls, device: torch.device | str = "cpu") -> ReplicaGroupInfo:
+    def single(cls, device: torch.device | str = "cpu", wrap_per_replica: bool = False
+               ) -> ReplicaGroupInfo:
         """The group of a single replica on ``device`` (default strategy, OneDevice)."""
-        return cls(device=torch.device(device))
+        return cls(device=torch.device(device), wrap_per_replica=wrap_per_replica)
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this replica is the chief's first replica (global replica 0)."""
+        return self.replica_id == 0
+
+
+class ExtendedLike(Protocol):
+    """What layers below the strategies use of ``strategy.extended``."""
+
+    @property
+    def replica_group(self) -> ReplicaGroupInfo: ...
+
+    @property
+    def should_checkpoint(self) -> bool: ...
+
+    @property
+    def should_save_summary(self) -> bool: ...
+
+
+class StrategyLike(Protocol):
+    """What layers below the strategies use of a strategy (``distrib.Strategy`` is one).
+
+    Example:
+        >>> def replicas(strategy: StrategyLike) -> int:
+        ...     return strategy.num_replicas_in_sync
+    """
+
+    @property
+    def num_replicas_in_sync(self) -> int: ...
+
+    @property
+    def extended(self) -> ExtendedLike: ...

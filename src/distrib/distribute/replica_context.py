@@ -16,10 +16,12 @@ from typing import Any
 
 import torch
 
-from distrib.comm.collectives import flatten, unflatten
 from distrib.comm.ops import CommunicationOptions, ReduceOp
 from distrib.distribute import context
-from distrib.distribute.values import DistributedValues, PerReplica, unwrap
+from distrib.distribute.group import StrategyLike
+from distrib.distribute.values import PerReplica, unwrap
+from distrib.errors import UsageError, explain
+from distrib.nest import map_structure
 
 __all__ = ["ReplicaContext", "ValueContext"]
 
@@ -48,14 +50,18 @@ class ReplicaContext:
     Args:
         strategy: the strategy running the replica function.
         replica_id_in_sync_group: the replica's global id in ``[0, R)``.
+        global_batch_size: the number of examples of this step over all replicas,
+            when the caller knows it (``Model.fit`` does); see :meth:`global_batch_size`.
     """
 
-    def __init__(self, strategy: Any, replica_id_in_sync_group: int) -> None:
+    def __init__(self, strategy: StrategyLike, replica_id_in_sync_group: int,
+                 global_batch_size: int | None = None) -> None:
         self._strategy = strategy
         self._replica_id = replica_id_in_sync_group
+        self._global_batch_size = global_batch_size
 
     @property
-    def strategy(self) -> Any:
+    def strategy(self) -> StrategyLike:
         """The strategy this replica belongs to."""
         return self._strategy
 
@@ -68,6 +74,24 @@ class ReplicaContext:
     def num_replicas_in_sync(self) -> int:
         """Number of replicas over which values are aggregated."""
         return int(self._strategy.num_replicas_in_sync)
+
+    def global_batch_size(self, local_batch_size: int) -> int:
+        """Examples of this step over all replicas, given this replica's own count.
+
+        The count given by whoever ran the step when there is one (``Model.fit`` gives
+        the exact count of every step, partial batches included); otherwise the SUM of
+        ``local_batch_size`` over the replicas — one small all-reduce, remembered for the
+        rest of the step.  Every replica must call it when one does.
+
+        Example (two replicas holding 4 and 2 rows of a partial batch)::
+
+            ctx.global_batch_size(x.shape[0])     # 6 on both replicas
+        """
+        if self._global_batch_size is None:
+            group = self._strategy.extended.replica_group
+            local = torch.tensor([int(local_batch_size)], dtype=torch.int64)
+            self._global_batch_size = int(group.all_reduce_sum(local).item())
+        return self._global_batch_size
 
     def merge_call(self, merge_fn: Callable[..., Any], args: tuple[Any, ...] = (),
                    kwargs: dict[str, Any] | None = None) -> Any:
@@ -83,12 +107,10 @@ class ReplicaContext:
             >>> ctx.merge_call(lambda strategy: 11) + 1
             12
         """
-        leaves, spec = flatten(args)
-        wrapped = unflatten(spec, [PerReplica((x,)) if isinstance(x, torch.Tensor) else x
-                                   for x in leaves])
-        kwargs = kwargs or {}
+        wrapped = map_structure(lambda x: PerReplica((x,)) if isinstance(x, torch.Tensor)
+                                else x, args)
         with context.enter(self._strategy, None):
-            result = merge_fn(self._strategy, *wrapped, **kwargs)
+            result = merge_fn(self._strategy, *wrapped, **(kwargs or {}))
         return unwrap(result)
 
     def all_reduce(self, reduce_op: ReduceOp | str, value: Any,
@@ -102,9 +124,7 @@ class ReplicaContext:
         ``all_reduce("sum", torch.tensor([1., 2.]))`` → ``tensor([2., 4.])``.
         """
         op = ReduceOp.from_value(reduce_op)
-        if isinstance(value, DistributedValues):
-            value = value.values[0]
-        return self._strategy.extended._replica_all_reduce(op, value, options)
+        return self._strategy.extended.replica_group.all_reduce(op, unwrap(value))
 
     def all_gather(self, value: Any, axis: int,
                    options: CommunicationOptions | None = None) -> Any:
@@ -113,10 +133,17 @@ class ReplicaContext:
         Shapes may differ only along ``axis``.  Example (two replicas):
         ``all_gather(torch.tensor([1, 2, 3]), 0)`` → ``tensor([1, 2, 3, 1, 2, 3])``.
         """
-        leaves, spec = flatten(value)
-        out = [self._strategy.extended._replica_all_gather(x, axis, options) for x in leaves]
-        return unflatten(spec, out)
+        group = self._strategy.extended.replica_group
+        return map_structure(lambda x: group.all_gather(_rank_one(x), axis), unwrap(value))
 
     def __repr__(self) -> str:
         return (f"ReplicaContext(replica {self._replica_id} of "
                 f"{self.num_replicas_in_sync}, {type(self._strategy).__name__})")
+
+
+def _rank_one(value: Any) -> torch.Tensor:
+    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    if t.dim() == 0:
+        raise UsageError(explain("all_gather value", t, "must have rank >= 1",
+                                 "reshape it, e.g. value.reshape(1)"))
+    return t

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distrib.comm.collectives import flatten, unflatten
+from distrib.nest import flatten, map_structure
 
 __all__ = ["DistributedValues", "PerReplica", "Mirrored", "unwrap", "wrap_nest",
            "local_results", "is_distributed"]
@@ -63,23 +63,18 @@ def is_distributed(value: Any) -> bool:
 
 def unwrap(value: Any, index: int = 0) -> Any:
     """Replace every distributed value in a nest by its ``index``-th local component."""
-    leaves, spec = flatten(value)
-    return unflatten(spec, [x.values[index] if isinstance(x, DistributedValues) else x
-                            for x in leaves])
+    return map_structure(lambda x: x.values[index] if isinstance(x, DistributedValues) else x,
+                         value)
 
 
 def wrap_nest(value: Any, kind: type[DistributedValues] = PerReplica) -> Any:
     """Wrap every leaf of a nest in ``kind`` (``None`` leaves stay ``None``)."""
-    leaves, spec = flatten(value)
-    return unflatten(spec, [x if x is None or isinstance(x, DistributedValues) else kind((x,))
-                            for x in leaves])
+    return map_structure(lambda x: x if x is None or isinstance(x, DistributedValues)
+                         else kind((x,)), value)
 
 
 def local_results(value: Any) -> tuple[Any, ...]:
     """Split a nest of distributed values into one nest per local replica."""
-    leaves, spec = flatten(value)
+    leaves = flatten(value)
     n = max((len(x.values) for x in leaves if isinstance(x, DistributedValues)), default=1)
-    return tuple(
-        unflatten(spec, [x.values[i] if isinstance(x, DistributedValues) else x for x in leaves])
-        for i in range(n))
-
+    return tuple(unwrap(value, i) for i in range(n))

@@ -121,7 +121,7 @@ def distribute_dataset(dataset: Any, group: ReplicaGroupInfo,
     Args:
         dataset: a ``distrib.data.Dataset`` batched by the global batch size, or
             a ``DataLoader`` (its ``batch_size`` is the global batch).
-        group: this replica's view of the group (``strategy.extended._group_info()``).
+        group: this replica's view of the group (``strategy.extended.replica_group``).
         options: ``InputOptions``.
 
     Example (two replicas on one worker; replica 1 gets the second half of each batch)::

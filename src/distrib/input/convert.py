@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from distrib import nest
 from distrib.data import AutoShardPolicy, Dataset, Options
 from distrib.data.sources import Generator
 from distrib.errors import UsageError, explain
@@ -40,13 +41,8 @@ def _data_sharded(ds: Dataset) -> Dataset:
 
 
 def _is_arrays(x: Any) -> bool:
-    if isinstance(x, (torch.Tensor, np.ndarray, list)):
-        return True
-    if isinstance(x, dict):
-        return all(_is_arrays(v) for v in x.values())
-    if isinstance(x, tuple):
-        return all(_is_arrays(v) for v in x)
-    return False
+    return all(isinstance(v, (torch.Tensor, np.ndarray, list))
+               for v in nest.flatten(x, lists_are_leaves=True))
 
 
 def _loader(dl: Any, seed: int | None) -> Dataset:

@@ -247,6 +247,6 @@ def _strategy_all_reduce_sum() -> Callable[[torch.Tensor], torch.Tensor] | None:
     strategy = frame.strategy
     if strategy.num_replicas_in_sync == 1:
         return None
-    info = strategy.extended._group_info()  # type: ignore[attr-defined]
+    info = strategy.extended.replica_group
     fn: Callable[[torch.Tensor], torch.Tensor] = info.all_reduce_sum
     return fn

@@ -37,7 +37,8 @@ from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import ConfigError, UsageError, explain
 
-__all__ = ["establish", "parse_devices", "default_devices", "checked_options"]
+__all__ = ["establish", "parse_devices", "default_devices", "select_devices",
+           "checked_options"]
 
 _launchers: list[LocalReplicaLauncher] = []
 
@@ -59,6 +60,28 @@ def default_devices() -> list[str]:
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     return ["cpu:0"]
+
+
+def select_devices(resolver: Any, requested: Any = None) -> list[str]:
+    """The devices of this worker's replicas.
+
+    ``requested`` (normalised by :func:`parse_devices`) when given; otherwise one device
+    per local process of a launcher (its GPUs when it has as many, else CPU replicas),
+    else every local GPU, else one CPU.
+
+    Example:
+        >>> select_devices(None, ["CPU:0", "/cpu:1"])
+        ['cpu:0', 'cpu:1']
+    """
+    if requested is not None:
+        return parse_devices(requested)
+    found = default_devices()
+    local = getattr(resolver, "local_world_size", None)
+    if not isinstance(local, int) or local < 1:
+        return found
+    if found[0].startswith("cuda") and len(found) >= local:
+        return found[:local]
+    return [f"cpu:{i}" for i in range(local)]
 
 
 def parse_devices(devices: Any, what: str = "devices") -> list[str]:

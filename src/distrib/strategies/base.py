@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch import nn
 
 from distrib.comm import collectives
 from distrib.comm.group import Communicator
@@ -37,21 +38,39 @@ from distrib.distribute.values import (
 )
 from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
 from distrib.input import distribute_dataset, distribute_datasets_from_function
+from distrib.nest import map_structure
 from distrib.strategies._replication import ModuleTracker, replicate_module
 
 __all__ = ["Strategy", "StrategyExtended"]
 
 
 class StrategyExtended:
-    """Library-facing half of a strategy: placement, collectives, role flags.
+    """Library-facing half of a strategy: the replica group, placement and the strategy hooks.
+
+    The public methods below are what the layers above use (input, checkpoints,
+    ``Model``); each calls an ``_underscore`` hook that a strategy overrides to change
+    how it works.  The hooks, and what the synchronous strategies do in them:
+
+    ``_setup_module(module)``
+        a root module created in ``scope()`` when the scope closes: move it to the
+        replica's device and attach SUM all-reduce of its gradients (DDP's reducer).
+    ``_setup_optimizer(optimizer)``
+        an optimizer about to train replicated modules: nothing to do.
+    ``_module_state_dict(module)`` / ``_load_module_state_dict(module, state)``
+        what a checkpoint saves and loads for a module: its full state dict.
+    ``_distribute_dataset(dataset, options)`` / ``_distribute_datasets_from_function``
+        how input reaches the replicas: each takes its slice of every global batch.
+    ``_call_for_each_replica(fn, args, kwargs, global_batch_size)``
+        how a step runs (``strategy.run`` and ``Model.fit``): once, on this process's
+        replica, in a :class:`ReplicaContext`.
 
     Args:
-        strategy: the owning :class:`Strategy` (set by it).
         comm: the replica group's communicator (None for a single replica).
         device: this replica's device.
         worker_devices: devices of this worker's replicas, as strings.
         wrap: whether values are wrapped in ``PerReplica`` (False for one-device strategies).
         cluster_resolver: the resolver the cluster came from, if any.
+        options: the communication options (bucket size, timeout).
     """
 
     def __init__(self, comm: Communicator | None, device: torch.device,
@@ -67,33 +86,26 @@ class StrategyExtended:
         self._options = options or CommunicationOptions()
         self._scope_depth = 0
         self._tracker: ModuleTracker | None = None
+        self._group = _group_of(comm, device, wrap)
 
     # ----------------------------------------------------------- group facts
     @property
+    def replica_group(self) -> ReplicaGroupInfo:
+        """This replica's view of the group: sizes, ids, device and small collectives.
+
+        Example:
+            >>> distrib.get_strategy().extended.replica_group.num_replicas_in_sync
+            1
+        """
+        return self._group
+
+    @property
     def _num_replicas(self) -> int:
-        return self._comm.world_size if self._comm is not None else 1
+        return self._group.num_replicas_in_sync
 
     @property
     def _replica_id(self) -> int:
-        return self._comm.rank if self._comm is not None else 0
-
-    @property
-    def _plan(self) -> Any:
-        return self._comm.plan if self._comm is not None else None
-
-    def _group_info(self) -> ReplicaGroupInfo:
-        """This replica's view of the group, for the input and training layers."""
-        comm = self._comm
-        plan = self._plan
-        if comm is None or comm.world_size == 1:
-            return ReplicaGroupInfo(device=self._device, wrap_per_replica=self._wrap)
-        return ReplicaGroupInfo(
-            num_replicas_in_sync=comm.world_size, replica_id=comm.rank,
-            num_workers=plan.num_workers, worker_index=plan.id_in_cluster,
-            local_replicas=plan.local_world_size, local_replica_id=plan.local_rank,
-            device=self._device, wrap_per_replica=self._wrap,
-            all_reduce_sum=lambda t: collectives.all_reduce(comm, ReduceOp.SUM, t),
-            all_gather_object=lambda obj: collectives.all_gather_object(comm, obj))
+        return self._group.replica_id
 
     @property
     def should_checkpoint(self) -> bool:
@@ -119,30 +131,11 @@ class StrategyExtended:
         return self._worker_devices
 
     def _in_multi_worker_mode(self) -> bool:
-        plan = self._plan
-        return plan is not None and plan.num_workers > 1
+        return self._group.num_workers > 1
 
     # ----------------------------------------------------------- collectives
     def _guard(self, what: str) -> Any:
         return self._comm.guard(what) if self._comm is not None else contextlib.nullcontext()
-
-    def _replica_all_reduce(self, op: ReduceOp, value: Any,
-                            options: CommunicationOptions | None = None) -> Any:
-        if self._comm is None or self._comm.world_size == 1:
-            leaves, spec = collectives.flatten(value)
-            return collectives.unflatten(spec, [x if isinstance(x, torch.Tensor)
-                                                else torch.as_tensor(x) for x in leaves])
-        return collectives.all_reduce_nest(self._comm, op, value)
-
-    def _replica_all_gather(self, value: Any, axis: int,
-                            options: CommunicationOptions | None = None) -> torch.Tensor:
-        t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
-        if t.dim() == 0:
-            raise UsageError(explain("all_gather value", t, "must have rank >= 1",
-                                     "reshape it, e.g. value.reshape(1)"))
-        if self._comm is None:
-            return t
-        return collectives.all_gather(self._comm, t, axis)
 
     def reduce_to(self, reduce_op: ReduceOp | str, value: Any, destinations: Any = None,
                   options: CommunicationOptions | None = None) -> Any:
@@ -154,14 +147,85 @@ class StrategyExtended:
         distributed = isinstance(value, DistributedValues)
         if not distributed and op is ReduceOp.MEAN:
             return Mirrored((torch.as_tensor(local),))
-        return Mirrored((self._replica_all_reduce(op, local, options),))
+        return Mirrored((self._group.all_reduce(op, local),))
 
     def batch_reduce_to(self, reduce_op: ReduceOp | str, value_destination_pairs: list[Any],
                         options: CommunicationOptions | None = None) -> list[Any]:
         """:meth:`reduce_to` for a list of ``(value, destinations)`` pairs."""
         return [self.reduce_to(reduce_op, v, d, options) for v, d in value_destination_pairs]
 
-    # -------------------------------------------------------------- modules
+    # ------------------------------------------------------------ running steps
+    def call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                              kwargs: dict[str, Any] | None = None, *,
+                              global_batch_size: int | None = None) -> Any:
+        """Run ``fn`` on this process's replica in replica context; returns its raw result.
+
+        ``args`` and ``kwargs`` are unwrapped to this replica's components.
+        ``global_batch_size``, when the caller knows the number of examples of this
+        step over all replicas, is available to the replica as
+        ``get_replica_context().global_batch_size(...)`` without a collective.
+        """
+        return self._call_for_each_replica(fn, unwrap(tuple(args)), unwrap(kwargs or {}),
+                                           global_batch_size)
+
+    def _call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                               kwargs: dict[str, Any], global_batch_size: int | None) -> Any:
+        strategy = self._strategy
+        assert strategy is not None
+        ctx = ReplicaContext(strategy, self._replica_id, global_batch_size)
+        with context.enter(strategy, ctx), self._guard("running the replica function"):
+            return fn(*args, **kwargs)
+
+    # ------------------------------------------------------------------ input
+    def distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
+        """This strategy's distributed form of a globally batched ``dataset``."""
+        return self._distribute_dataset(dataset, options)
+
+    def _distribute_dataset(self, dataset: Any, options: Any) -> Any:
+        return distribute_dataset(dataset, self._group, options)
+
+    def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
+                                          options: Any = None) -> Any:
+        """This strategy's input pipelines built by ``dataset_fn(InputContext)``."""
+        return self._distribute_datasets_from_function(dataset_fn, options)
+
+    def _distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
+                                           options: Any) -> Any:
+        return distribute_datasets_from_function(dataset_fn, self._group, options)
+
+    # ------------------------------------------------------ modules and state
+    def setup_module(self, module: nn.Module) -> None:
+        """Make ``module`` this strategy's (what closing ``scope()`` does to new modules)."""
+        self._setup_module(module)
+
+    def _setup_module(self, module: nn.Module) -> None:
+        group = self._comm.group if self._comm is not None and \
+            self._comm.world_size > 1 else None
+        cap = self._options.bytes_per_pack / 2**20 if self._options.bytes_per_pack else None
+        replicate_module(module, self._device, group, cap, self._guard)
+
+    def setup_optimizer(self, optimizer: Any) -> Any:
+        """Prepare ``optimizer`` (over this strategy's modules) to train; returns what to use."""
+        return self._setup_optimizer(optimizer)
+
+    def _setup_optimizer(self, optimizer: Any) -> Any:
+        return optimizer
+
+    def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        """What a checkpoint saves for ``module`` (every replica calls; all hold it)."""
+        return self._module_state_dict(module)
+
+    def _module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        return dict(module.state_dict())
+
+    def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
+        """Load what :meth:`module_state_dict` saved into ``module``, on every replica."""
+        self._load_module_state_dict(module, state)
+
+    def _load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
+        module.load_state_dict(state)
+
+    # ------------------------------------------------------------------ scope
     def _enter_scope(self) -> None:
         self._scope_depth += 1
         if self._scope_depth == 1:
@@ -173,11 +237,25 @@ class StrategyExtended:
         if self._scope_depth == 0 and self._tracker is not None:
             roots = self._tracker.stop()
             self._tracker = None
-            group = self._comm.group if self._comm is not None and \
-                self._comm.world_size > 1 else None
-            cap = self._options.bytes_per_pack / 2**20 if self._options.bytes_per_pack else None
             for root in roots:
-                replicate_module(root, self._device, group, cap, self._guard)
+                self._setup_module(root)
+
+
+def _group_of(comm: Communicator | None, device: torch.device, wrap: bool
+              ) -> ReplicaGroupInfo:
+    """The :class:`ReplicaGroupInfo` of a communicator (a group of one without one)."""
+    if comm is None or comm.world_size == 1:
+        return ReplicaGroupInfo.single(device, wrap_per_replica=wrap)
+    plan = comm.plan
+    return ReplicaGroupInfo(
+        num_replicas_in_sync=comm.world_size, replica_id=comm.rank,
+        num_workers=plan.num_workers, worker_index=plan.id_in_cluster,
+        local_replicas=plan.local_world_size, local_replica_id=plan.local_rank,
+        device=device, wrap_per_replica=wrap,
+        all_reduce_sum=lambda t: collectives.all_reduce(comm, ReduceOp.SUM, t),
+        all_reduce=lambda op, value: collectives.all_reduce_nest(comm, op, value),
+        all_gather=lambda t, axis: collectives.all_gather(comm, t, axis),
+        all_gather_object=lambda obj: collectives.all_gather_object(comm, obj))
 
 
 class Strategy:
@@ -242,11 +320,7 @@ class Strategy:
             raise UsageError(explain("args", args,
                                      f"positional args must be a list or tuple, got {type(args)}",
                                      "pass args=(x,) — note the comma for a single argument"))
-        ctx = ReplicaContext(self, self._extended._replica_id)
-        local_args = unwrap(tuple(args))
-        local_kwargs = unwrap(kwargs or {})
-        with context.enter(self, ctx), self._extended._guard("running the replica function"):
-            result = fn(*local_args, **local_kwargs)
+        result = self._extended.call_for_each_replica(fn, tuple(args), kwargs)
         return wrap_nest(result) if self._extended._wrap else result
 
     # -------------------------------------------------------------- reduce
@@ -282,10 +356,8 @@ class Strategy:
                 "Fix: pass distrib.ReduceOp.SUM / MEAN or 'sum' / 'mean'.")
         op = ReduceOp.from_value(reduce_op)
         self._check_cross_replica("reduce")
-        leaves, spec = collectives.flatten(value)
         with torch.no_grad():  # a cross-replica result; use ReplicaContext.all_reduce for grads
-            out = [self._reduce_leaf(op, x, axis) for x in leaves]
-        return collectives.unflatten(spec, out)
+            return map_structure(lambda x: self._reduce_leaf(op, x, axis), value)
 
     def _reduce_leaf(self, op: ReduceOp, value: Any, axis: int | tuple[int, ...] | None) -> Any:
         ext = self._extended
@@ -297,7 +369,7 @@ class Strategy:
                 return t
             if not distributed and op is ReduceOp.MEAN:
                 return t
-            total = ext._replica_all_reduce(ReduceOp.SUM, t)
+            total = ext.replica_group.all_reduce(ReduceOp.SUM, t)
             return total / self.num_replicas_in_sync if op is ReduceOp.MEAN else total
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         for a in axes:
@@ -306,13 +378,13 @@ class Strategy:
                                  f"{t.dim()}. Fix: pass an axis in [-{t.dim()}, {t.dim()}).")
         numer = t.sum(dim=axes)
         if op is ReduceOp.SUM:
-            return ext._replica_all_reduce(ReduceOp.SUM, numer)
+            return ext.replica_group.all_reduce(ReduceOp.SUM, numer)
         count = 1
         for a in axes:
             count *= t.shape[a]
         packed = torch.cat([numer.reshape(-1).to(torch.float64),
                             torch.tensor([float(count)], dtype=torch.float64, device=t.device)])
-        red = ext._replica_all_reduce(ReduceOp.SUM, packed)
+        red = ext.replica_group.all_reduce(ReduceOp.SUM, packed)
         result = (red[:-1] / red[-1]).reshape(numer.shape)
         return result.to(numer.dtype) if numer.is_floating_point() else result
 
@@ -325,9 +397,8 @@ class Strategy:
         if self._in_replica_fn():
             raise ContextError("tf.distribute.Strategy.gather method requires cross-replica "
                                "context, use get_replica_context().all_gather() instead")
-        leaves, spec = collectives.flatten(value)
-        out = [self._extended._replica_all_gather(unwrap(x), axis) for x in leaves]
-        return collectives.unflatten(spec, out)
+        group = self._extended.replica_group
+        return map_structure(lambda x: group.all_gather(_rank_one(unwrap(x)), axis), value)
 
     # ---------------------------------------------------------- values
     def experimental_local_results(self, value: Any) -> tuple[Any, ...]:
@@ -350,16 +421,23 @@ class Strategy:
     # ------------------------------------------------------------- input
     def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
         """Split every global batch of ``dataset`` across the replicas (TF §3)."""
-        return distribute_dataset(dataset, self._extended._group_info(), options)
+        return self._extended.distribute_dataset(dataset, options)
 
     def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
                                           options: Any = None) -> Any:
         """Build one input pipeline per worker with ``dataset_fn(InputContext)`` (TF §3)."""
-        return distribute_datasets_from_function(dataset_fn, self._extended._group_info(),
-                                                 options)
+        return self._extended.distribute_datasets_from_function(dataset_fn, options)
 
     experimental_distribute_datasets_from_function = distribute_datasets_from_function
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_replicas_in_sync={self.num_replicas_in_sync})"
 
+
+
+def _rank_one(value: Any) -> torch.Tensor:
+    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    if t.dim() == 0:
+        raise UsageError(explain("gather value", t, "must have rank >= 1 (components are "
+                                 "concatenated along `axis`)", "reshape it, e.g. value.reshape(1)"))
+    return t

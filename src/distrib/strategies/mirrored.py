@@ -17,7 +17,7 @@ from typing import Any
 
 from distrib.cluster import auto_resolver
 from distrib.comm.ops import CommunicationOptions
-from distrib.strategies._processes import checked_options, default_devices, establish, parse_devices
+from distrib.strategies._processes import checked_options, establish, select_devices
 from distrib.strategies.base import Strategy, StrategyExtended
 
 __all__ = ["MirroredStrategy"]
@@ -37,20 +37,7 @@ class MirroredStrategy(Strategy):
                  communication_options: CommunicationOptions | None = None) -> None:
         options = checked_options(communication_options)
         resolver = auto_resolver()
-        names = parse_devices(devices) if devices is not None else None
-        if names is None:
-            names = _devices_for(resolver)
+        names = select_devices(resolver, devices)
         comm, device = establish(resolver, names, options)
         super().__init__(StrategyExtended(comm, device, tuple(names), wrap=True,
                                           cluster_resolver=resolver, options=options))
-
-
-def _devices_for(resolver: Any) -> list[str]:
-    """Default devices: one per local process of a launcher, else every local GPU or one CPU."""
-    local = getattr(resolver, "local_world_size", None)
-    found = default_devices()
-    if isinstance(local, int) and local > 1 and len(found) < local:
-        return [f"cpu:{i}" for i in range(local)]
-    if isinstance(local, int) and local >= 1 and found[0].startswith("cuda"):
-        return found[:local]
-    return found

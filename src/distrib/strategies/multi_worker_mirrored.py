@@ -16,7 +16,7 @@ from __future__ import annotations
 from distrib.cluster import ClusterResolver, auto_resolver
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import UsageError, explain
-from distrib.strategies._processes import checked_options, default_devices, establish
+from distrib.strategies._processes import checked_options, establish, select_devices
 from distrib.strategies.base import Strategy, StrategyExtended
 
 __all__ = ["MultiWorkerMirroredStrategy"]
@@ -39,11 +39,7 @@ class MultiWorkerMirroredStrategy(Strategy):
                                      "pass e.g. distrib.cluster.TFConfigClusterResolver()"))
         options = checked_options(communication_options)
         resolver = cluster_resolver if cluster_resolver is not None else auto_resolver()
-        devices = default_devices()
-        local = getattr(resolver, "local_world_size", None)
-        if isinstance(local, int) and local >= 1:
-            devices = devices[:local] if devices[0].startswith("cuda") else \
-                [f"cpu:{i}" for i in range(local)]
+        devices = select_devices(resolver)
         comm, device = establish(resolver, devices, options)
         super().__init__(StrategyExtended(comm, device, tuple(devices), wrap=True,
                                           cluster_resolver=resolver, options=options))

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from distrib import nest
 from distrib.errors import UsageError, explain
 from distrib.training import losses as losses_mod
 from distrib.training import metrics as metrics_mod
@@ -70,20 +71,13 @@ def rows_of(value: Any) -> int:
         >>> rows_of({"a": torch.zeros(3, 2)})
         3
     """
-    if isinstance(value, torch.Tensor):
-        return int(value.shape[0]) if value.dim() else 1
-    if isinstance(value, dict):
-        for key in value:
-            n = rows_of(value[key])
-            if n >= 0:
-                return n
-        return 0
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            return rows_of(item)
-        return 0
-    shape = getattr(value, "shape", None)
-    return int(shape[0]) if shape else 0
+    for leaf in nest.flatten(value):
+        if isinstance(leaf, torch.Tensor):
+            return int(leaf.shape[0]) if leaf.dim() else 1
+        shape = getattr(leaf, "shape", None)
+        if shape is not None:
+            return int(shape[0]) if len(shape) else 1
+    return 0
 
 
 def flatten_outputs(value: Any) -> tuple[list[str], list[Any]]:
@@ -95,7 +89,9 @@ def flatten_outputs(value: Any) -> tuple[list[str], list[Any]]:
     """
     if isinstance(value, dict):
         return [str(k) for k in value], list(value.values())
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple: named outputs
+        return list(value._fields), list(value)
+    if isinstance(value, (list, tuple)):
         return [f"output_{i + 1}" for i in range(len(value))], list(value)
     return ["output"], [value]
 

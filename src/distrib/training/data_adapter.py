@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from distrib import nest
 from distrib.data import Dataset
 from distrib.distribute import context
 from distrib.distribute.group import ReplicaGroupInfo
@@ -53,21 +54,12 @@ def is_array_like(value: Any) -> bool:
         >>> is_array_like((np.zeros(2), torch.zeros(2))), is_array_like([1, 2])
         (True, False)
     """
-    if isinstance(value, (np.ndarray, torch.Tensor)):
-        return True
-    if isinstance(value, dict):
-        return bool(value) and all(is_array_like(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return bool(value) and all(is_array_like(v) for v in value)
-    return False
+    leaves = nest.flatten(value)
+    return bool(leaves) and all(isinstance(x, (np.ndarray, torch.Tensor)) for x in leaves)
 
 
 def _leaves(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _leaves(v)]
-    if isinstance(value, (list, tuple)):
-        return [x for v in value for x in _leaves(v)]
-    return [] if value is None else [value]
+    return [x for x in nest.flatten(value) if x is not None]
 
 
 def num_examples(*values: Any) -> int:
@@ -81,13 +73,7 @@ def num_examples(*values: Any) -> int:
 
 
 def _take(value: Any, index: slice | np.ndarray | torch.Tensor) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return {k: _take(v, index) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_take(v, index) for v in value)
-    return value[index]
+    return nest.map_structure(lambda v: None if v is None else v[index], value)
 
 
 def split_arrays(values: tuple[Any, ...], validation_split: float
@@ -115,13 +101,9 @@ def split_arrays(values: tuple[Any, ...], validation_split: float
 
 
 def _to_tensor(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return {k: _to_tensor(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_tensor(v) for v in value)
-    return value if isinstance(value, torch.Tensor) else torch.from_numpy(np.asarray(value))
+    return nest.map_structure(
+        lambda v: v if v is None or isinstance(v, torch.Tensor)
+        else torch.from_numpy(np.asarray(v)), value)
 
 
 def _batch_structure(x: Any, y: Any, sample_weight: Any) -> tuple[Any, ...]:
@@ -133,16 +115,14 @@ def _batch_structure(x: Any, y: Any, sample_weight: Any) -> tuple[Any, ...]:
 
 
 def _as_tensors(value: Any, float_dtype: torch.dtype | None) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return {k: _as_tensors(v, float_dtype) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_as_tensors(v, float_dtype) for v in value)
-    t = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
-    if float_dtype is not None and t.is_floating_point() and t.dtype != float_dtype:
-        t = t.to(float_dtype)
-    return t
+    def convert(v: Any) -> Any:
+        if v is None:
+            return None
+        t = v if isinstance(v, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(v))
+        if float_dtype is not None and t.is_floating_point() and t.dtype != float_dtype:
+            t = t.to(float_dtype)
+        return t
+    return nest.map_structure(convert, value)
 
 
 def replica_rows(size: int, global_batch: int, replicas: int, replica_id: int
@@ -196,13 +176,8 @@ class _ArraySource:
 
 
 def _to(value: Any, device: torch.device) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(device, non_blocking=True)
-    if isinstance(value, dict):
-        return {k: _to(v, device) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to(v, device) for v in value)
-    return value
+    return nest.map_structure(
+        lambda v: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v, value)
 
 
 class DataHandler:
@@ -235,7 +210,7 @@ class DataHandler:
             n = num_examples(*data)
             size = _check_batch_size(batch_size, 32)
             self._rows = [min(size, n - s) for s in range(0, n, size)]
-            group = self._strategy.extended._group_info()
+            group = self._strategy.extended.replica_group
             source: Any = _ArraySource(data, size, shuffle, seed, group, float_dtype)
         elif isinstance(x, (torch.utils.data.Dataset, torch.utils.data.DataLoader)):
             if sample_weight is not None:
@@ -274,7 +249,7 @@ class DataHandler:
 
     def order_key(self) -> int:
         """Where this replica's rows sit within each global batch (for ``predict``)."""
-        group = self._strategy.extended._group_info()
+        group = self._strategy.extended.replica_group
         if isinstance(self._dataset, _ArraySource) or group.num_workers == 1:
             return int(group.replica_id)
         # Multi-worker DATA sharding: replica (worker i, local j) takes piece i + j * W.

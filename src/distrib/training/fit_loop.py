@@ -17,16 +17,16 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from distrib.distribute.values import unwrap
+from distrib import nest
 from distrib.errors import ContextError, UsageError, explain
-from distrib.training.callbacks import CallbackList, History, ProgbarLogger, TensorBoard
-from distrib.training.compile_utils import rows_of
+from distrib.training.callbacks import CallbackList
 from distrib.training.data_adapter import DataHandler, is_array_like, split_arrays
 from distrib.training.metrics import flat_states, results_from_states
 
@@ -45,7 +45,8 @@ class _Runner:
     def __init__(self, model: Model) -> None:
         self.model = model
         self.strategy = model.distribute_strategy
-        self.group = self.strategy.extended._group_info()
+        self.ext = self.strategy.extended
+        self.group = self.ext.replica_group
         self.replicas = int(self.strategy.num_replicas_in_sync)
         first = next(model.module.parameters(), None)
         self.device = first.device if first is not None else self.group.device
@@ -65,37 +66,27 @@ class _Runner:
             self.model._record_input_shape(x)
         return data
 
-    def _global_rows(self, data: Any, known: int | None) -> int:
-        if known is not None:
-            return known
-        local = rows_of(data[1] if isinstance(data, tuple) and len(data) > 1 else data)
-        if self.replicas == 1:
-            return local
-        total = self.group.all_reduce_sum(torch.tensor([local], dtype=torch.int64))
-        return int(total.item())
-
-    def _train_replica(self, data: Any, known_rows: int | None) -> Any:
-        data = self._prepare(data)
-        self.model._global_rows = self._global_rows(data, known_rows)
-        out = self.model.train_step(data)
+    def _train_replica(self, data: Any) -> Any:
+        out = self.model.train_step(self._prepare(data))
         self.model._train_counter += 1
         return out
 
     def _test_replica(self, data: Any) -> Any:
-        self.model._global_rows = None
         return self.model.test_step(self._prepare(data))
 
     def _predict_replica(self, data: Any) -> Any:
         return self.model.predict_step(self._prepare(data))
 
     def train(self, batch: Any, known_rows: int | None) -> Any:
-        return unwrap(self.strategy.run(self._train_replica, args=(batch, known_rows)))
+        """One training step; ``known_rows`` is the step's global batch size when known."""
+        return self.ext.call_for_each_replica(self._train_replica, (batch,),
+                                              global_batch_size=known_rows)
 
     def test(self, batch: Any) -> Any:
-        return unwrap(self.strategy.run(self._test_replica, args=(batch,)))
+        return self.ext.call_for_each_replica(self._test_replica, (batch,))
 
     def predict(self, batch: Any) -> Any:
-        return unwrap(self.strategy.run(self._predict_replica, args=(batch,)))
+        return self.ext.call_for_each_replica(self._predict_replica, (batch,))
 
     def extras(self, out: Any) -> dict[str, Any]:
         """Entries a custom step returned that are not metric results."""
@@ -137,24 +128,21 @@ class _Runner:
         return int(self.group.all_reduce_sum(torch.tensor([mine], dtype=torch.int64)).item())
 
 
-_SPARSE = 1 << 20
-
-
 class _BatchLogPlan:
-    """When batch callbacks get freshly synchronised logs (decided alike on every replica)."""
+    """When batch callbacks get freshly synchronised logs (decided alike on every replica).
+
+    Every callback says how often it reads batch logs (``batch_log_interval``); the logs
+    are synchronised every ``gcd`` of those intervals, agreed over the replicas once.
+    """
 
     def __init__(self, runner: _Runner, callbacks: CallbackList, steps: int | None, hook: str,
                  in_fit: bool = False) -> None:
-        needs = [_needs(cb, hook, in_fit) for cb in callbacks]
-        code = (1 if "every" in needs else 0) + (_SPARSE if "sparse" in needs else 0)
-        if runner.replicas > 1:  # OR over replicas: a sum of the codes
-            code = int(runner.group.all_reduce_sum(torch.tensor([code], dtype=torch.int64)))
-        if code % _SPARSE:
-            self.interval = 1
-        elif code:
-            self.interval = max(1, steps // 30) if steps else 10
-        else:
-            self.interval = 0
+        wanted = [cb.batch_log_interval(hook, steps, in_fit) for cb in callbacks]
+        interval = math.gcd(*[int(w) for w in wanted if w])
+        if runner.replicas > 1:  # a callback on some replicas only still gets its logs
+            every = runner.group.all_gather(torch.tensor([interval], dtype=torch.int64), 0)
+            interval = math.gcd(*[int(w) for w in every.tolist()])
+        self.interval = interval
         self.runner = runner
         self.calls = 0
         self.last: dict[str, Any] = {}
@@ -170,21 +158,6 @@ class _BatchLogPlan:
         return self.last
 
 
-def _needs(cb: Any, hook: str, in_fit: bool) -> str:
-    """Whether a callback reads batch logs: "every" call, "sparse"ly, or "none"."""
-    if isinstance(cb, History):
-        return "none"
-    if isinstance(cb, ProgbarLogger):
-        if in_fit and hook == "test":
-            return "none"
-        return "sparse" if getattr(cb, "_call_batch_hooks", True) else "none"
-    if isinstance(cb, TensorBoard):
-        return "every" if hook == "train" and getattr(cb, "update_freq", "epoch") != "epoch" \
-            else "none"
-    check = getattr(cb, f"_implements_{hook}_batch_hooks", None)
-    return "every" if check is None or check() else "none"
-
-
 # --------------------------------------------------------------------- helpers
 def _is_scalar(value: Any) -> bool:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -193,19 +166,15 @@ def _is_scalar(value: Any) -> bool:
 
 
 def _to_device(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point() and dtype is not None and value.dtype != dtype:
-            return value.to(device=device, dtype=dtype)
-        return value.to(device) if value.device != device else value
-    if isinstance(value, np.ndarray):
-        return _to_device(torch.from_numpy(value), device, dtype)
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_to_device(v, device, dtype) for v in value)
-    if isinstance(value, list):
-        return [_to_device(v, device, dtype) for v in value]
-    if isinstance(value, dict):
-        return {k: _to_device(v, device, dtype) for k, v in value.items()}
-    return value
+    def move(v: Any) -> Any:
+        if isinstance(v, np.ndarray):
+            v = torch.from_numpy(v)
+        if not isinstance(v, torch.Tensor):
+            return v
+        if v.is_floating_point() and dtype is not None and v.dtype != dtype:
+            return v.to(device=device, dtype=dtype)
+        return v.to(device) if v.device != device else v
+    return nest.map_structure(move, value)
 
 
 def _verbose(verbose: int | str) -> int:
@@ -447,19 +416,10 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
 
 
 def _to_numpy(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu").numpy()
-    if isinstance(value, dict):
-        return {k: _to_numpy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_numpy(v) for v in value)
-    return value
+    return nest.map_structure(
+        lambda v: v.detach().to("cpu").numpy() if isinstance(v, torch.Tensor) else v, value)
 
 
 def _concat(parts: list[Any]) -> Any:
-    first = parts[0]
-    if isinstance(first, dict):
-        return {k: _concat([p[k] for p in parts]) for k in first}
-    if isinstance(first, (list, tuple)):
-        return type(first)(_concat([p[i] for p in parts]) for i in range(len(first)))
-    return np.concatenate([np.asarray(p) for p in parts], axis=0)
+    return nest.map_structure(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=0),
+                              *parts)

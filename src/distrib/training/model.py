@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from distrib import nest
 from distrib.distribute import context
 from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
 from distrib.mixed_precision import LossScaleOptimizer, Policy, global_policy
@@ -49,6 +50,7 @@ from distrib.training import optimizers as optimizers_mod
 from distrib.training.compile_utils import (
     LossesContainer,
     MetricsContainer,
+    rows_of,
     unpack_x_y_sample_weight,
 )
 from distrib.training.metrics import Metric
@@ -108,7 +110,6 @@ class Model:
         self._steps_per_execution = 1
         self.stop_training = False
         self.history: Any = None
-        self._global_rows: int | None = None
         self._input_shape: tuple[int, ...] | None = None
         self._train_counter = 0
 
@@ -230,19 +231,34 @@ class Model:
 
     # -------------------------------------------------------- steps
     def compute_loss(self, x: Any = None, y: Any = None, y_pred: Any = None,
-                     sample_weight: Any = None) -> torch.Tensor:
-        """This replica's training loss for one batch; updates the loss trackers.
+                     sample_weight: Any = None, training: bool = True, *,
+                     global_batch_size: int | None = None) -> torch.Tensor:
+        """This replica's loss for one batch; updates the loss trackers.
 
-        The sum of the per-example losses divided by the examples of the whole
-        step over all replicas (known to ``fit``), so SUM-all-reduced gradients
-        equal the gradient of the global-batch mean.
+        In training, the sum of the per-example losses divided by ``global_batch_size``,
+        the examples of the whole step over all replicas, so that SUM-all-reduced
+        gradients equal the gradient of the global-batch mean.  When it is not given it
+        comes from the replica context: exact and free under ``fit``, which knows every
+        step's size; otherwise one small all-reduce of the replicas' batch sizes
+        (partial batches included).  With ``training=False`` (``test_step``) the loss is
+        only tracked, and no count is needed.
+
+        Example (a custom ``train_step``)::
+
+            loss = self.compute_loss(x, y, y_pred, sample_weight)
         """
         if self.compiled_loss is None:
             raise UsageError(explain("loss", None, "compile() got no loss, so compute_loss "
                                      "has nothing to compute", "pass loss=... to compile(), "
                                      "or override compute_loss/train_step"))
-        return self.compiled_loss(y, y_pred, sample_weight, global_rows=self._global_rows,
-                                  num_replicas=self.distribute_strategy.num_replicas_in_sync)
+        replicas = self.distribute_strategy.num_replicas_in_sync
+        if training and global_batch_size is None:
+            local = rows_of(y_pred if y is None else y)
+            ctx = context.get_replica_context()
+            global_batch_size = ctx.global_batch_size(local) if ctx is not None \
+                else local * replicas
+        return self.compiled_loss(y, y_pred, sample_weight, global_rows=global_batch_size,
+                                  num_replicas=replicas)
 
     def compute_metrics(self, x: Any, y: Any, y_pred: Any, sample_weight: Any
                         ) -> Mapping[str, Any]:
@@ -275,7 +291,7 @@ class Model:
         x, y, sample_weight = unpack_x_y_sample_weight(data)
         y_pred = self(x, training=False)
         if self.compiled_loss is not None and y is not None:
-            self.compute_loss(x, y, y_pred, sample_weight)
+            self.compute_loss(x, y, y_pred, sample_weight, training=False)
         return self.compute_metrics(x, y, y_pred, sample_weight)
 
     def predict_step(self, data: Any) -> Any:
@@ -428,23 +444,13 @@ def _device_of(module: nn.Module) -> torch.device:
 
 
 def _cast_floating(value: Any, dtype: torch.dtype) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
-    if isinstance(value, dict):
-        return {k: _cast_floating(v, dtype) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast_floating(v, dtype) for v in value)
-    return value
+    return nest.map_structure(
+        lambda v: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point()
+        and v.dtype != dtype else v, value)
 
 
 def _detach(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if isinstance(value, dict):
-        return {k: _detach(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_detach(v) for v in value)
-    return value
+    return nest.map_structure(lambda v: v.detach() if isinstance(v, torch.Tensor) else v, value)
 
 
 def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

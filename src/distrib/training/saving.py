@@ -90,7 +90,7 @@ def _agree_failure(strategy: Any, failed: bool) -> bool:
     """Barrier after a chief-only write: True on every replica if the chief failed."""
     if strategy.num_replicas_in_sync == 1:
         return failed
-    info = strategy.extended._group_info()
+    info = strategy.extended.replica_group
     flag = info.all_reduce_sum(torch.tensor([1.0 if failed else 0.0]))
     return bool(flag.item() > 0)
 

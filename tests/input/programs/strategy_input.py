@@ -121,7 +121,7 @@ def main() -> None:
     kind, out, phase = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     strategy = make_strategy(kind)
     result = first(strategy, out) if phase == "first" else resume(strategy, out)
-    rid = strategy.extended._group_info().replica_id
+    rid = strategy.extended.replica_group.replica_id
     (out / f"{phase}-{rid}.json").write_text(json.dumps(result))
 
 

@@ -18,7 +18,7 @@ timeout = None if sys.argv[1] == "default" else float(sys.argv[1])
 stuck = len(sys.argv) > 2 and sys.argv[2] == "stuck"
 strategy = distrib.MultiWorkerMirroredStrategy(
     communication_options=distrib.CommunicationOptions(timeout_seconds=timeout))
-rid = strategy.extended._group_info().replica_id
+rid = strategy.extended.replica_group.replica_id
 with strategy.scope():
     net = torch.nn.Linear(8, 1)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)

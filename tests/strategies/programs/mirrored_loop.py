@@ -20,7 +20,7 @@ pid_dir, fail = Path(sys.argv[1]), len(sys.argv) > 2 and sys.argv[2] == "fail"
 strategy = distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"],
                                     communication_options=distrib.CommunicationOptions(
                                         timeout_seconds=20))
-rid = strategy.extended._group_info().replica_id
+rid = strategy.extended.replica_group.replica_id
 (pid_dir / f"{rid}.pid").write_text(str(os.getpid()))
 with strategy.scope():
     net = torch.nn.Linear(4, 1)

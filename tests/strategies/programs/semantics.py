@@ -7,6 +7,7 @@ asserts on the values.
 
 from __future__ import annotations
 
+import collections
 import json
 import sys
 from pathlib import Path
@@ -128,8 +129,49 @@ def main() -> None:
     s.run(step)
     seen["grad_sum"] = as_list(lin.weight.grad)
 
+    nested_structures(s, rid, seen)
+
     out.mkdir(parents=True, exist_ok=True)
     (out / f"replica{rid}.json").write_text(json.dumps(seen))
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class PairNet(torch.nn.Module):
+    """A module whose output is a namedtuple (two named outputs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2, dtype=torch.float64)
+
+    def forward(self, x: torch.Tensor) -> Pair:
+        y = self.lin(x)
+        return Pair(a=y[:, :1], b=y[:, 1:])
+
+
+def nested_structures(s: Any, rid: int, seen: dict[str, Any]) -> None:
+    """Namedtuples, dicts and nested tuples through run, reduce, gather, fit and predict."""
+    out = s.run(lambda: Pair(torch.tensor(1.0 + rid), {"z": (torch.tensor([rid]),
+                                                             torch.tensor([[2.0]]))}))
+    red = s.reduce("sum", out, axis=None)
+    seen["nested_reduce"] = [type(red).__name__, float(red.a), as_list(red.b["z"])]
+    gat = s.gather(s.run(lambda: Pair(torch.tensor([rid]), torch.tensor([[rid, rid]]))), axis=0)
+    seen["nested_gather"] = [type(gat).__name__, as_list(gat.a), as_list(gat.b)]
+
+    torch.manual_seed(0)
+    x = torch.randn(10, 3, dtype=torch.float64)
+    y = {"a": x.sum(1, keepdim=True), "b": -x.sum(1, keepdim=True)}
+    with s.scope():
+        model = distrib.Model(PairNet())
+        model.compile(optimizer="sgd", loss={"a": "mse", "b": "mse"})
+    history = model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)
+    pred = model.predict(x, batch_size=4, verbose=0)
+    with torch.no_grad():
+        direct = model.module(x)
+    seen["nested_fit"] = [sorted(history.history), type(pred).__name__,
+                          float(abs(pred.a - direct.a.numpy()).max()),
+                          float(abs(pred.b - direct.b.numpy()).max()), list(pred.a.shape)]
 
 
 if __name__ == "__main__":

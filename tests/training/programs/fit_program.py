@@ -69,7 +69,7 @@ def oracle_run(strategy: distrib.Strategy, out: str) -> None:
     result = {"weights": {k: v.detach().clone() for k, v in model.module.state_dict().items()},
               "history": history.history, "evaluate": evaluation,
               "predict": torch.from_numpy(predictions)}
-    torch.save(result, out + f".rank{strategy.extended._group_info().replica_id}")
+    torch.save(result, out + f".rank{strategy.extended.replica_group.replica_id}")
     print(f"done replicas={strategy.num_replicas_in_sync}", flush=True)
 
 
@@ -85,7 +85,7 @@ def fp16_run(strategy: distrib.Strategy, out: str) -> None:
     before = [w.copy() for w in model.get_weights()]
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
     unchanged = all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
-    rid = strategy.extended._group_info().replica_id
+    rid = strategy.extended.replica_group.replica_id
     with open(f"{out}.rank{rid}", "w") as f:
         f.write(f"scale={model.optimizer.loss_scale} unchanged={unchanged}")
 

@@ -211,6 +211,31 @@ class Callback:
     def on_predict_end(self, logs: Logs | None = None) -> None:
         """Called when ``predict`` ends."""
 
+    def batch_log_interval(self, mode: str, steps: int | None, in_fit: bool) -> int:
+        """How often this callback reads the logs of ``mode``'s batch hooks.
+
+        ``mode`` is ``"train"``, ``"test"`` or ``"predict"``; ``steps`` the batches of the
+        epoch (None when unknown); ``in_fit`` whether a ``"test"`` pass is ``fit``'s
+        validation.  0: never (logs may be stale); 1: at every batch; ``n``: at every
+        ``n``-th batch.  Global logs cost a collective, so ``fit`` computes them only as
+        often as some callback needs them.  The answer must not depend on the replica
+        (it decides when every replica joins that collective).  By default: every batch
+        if the callback overrides a batch hook of ``mode``, else never.
+
+        Example:
+            >>> class EveryTen(Callback):
+            ...     def on_train_batch_end(self, batch, logs=None): ...
+            ...     def batch_log_interval(self, mode, steps, in_fit):
+            ...         return 10 if mode == "train" else 0
+            >>> EveryTen().batch_log_interval("train", 100, False)
+            10
+        """
+        overridden = {"train": ("on_batch_begin", "on_batch_end", "on_train_batch_begin",
+                                "on_train_batch_end"),
+                      "test": ("on_test_batch_begin", "on_test_batch_end"),
+                      "predict": ("on_predict_batch_begin", "on_predict_batch_end")}[mode]
+        return 0 if all(_is_default(getattr(self, name)) for name in overridden) else 1
+
     def _implements_train_batch_hooks(self) -> bool:
         """Whether ``fit`` must call this callback's training batch hooks."""
         return not all(_is_default(getattr(self, name)) for name in (

@@ -114,6 +114,12 @@ class ProgbarLogger(Callback):
     def on_predict_end(self, logs: Logs | None = None) -> None:
         self._finalize(logs)
 
+    def batch_log_interval(self, mode: str, steps: int | None, in_fit: bool) -> int:
+        """About 30 refreshes per bar (validation inside ``fit`` shows none)."""
+        if not self._call_batch_hooks or (in_fit and mode == "test") or mode == "predict":
+            return 0
+        return max(1, steps // 30) if steps else 10
+
     def _implements_train_batch_hooks(self) -> bool:
         return self._call_batch_hooks and should_print(self.model)
 

@@ -140,6 +140,10 @@ class TensorBoard(Callback):
         # scalars); only the chief, which writes, needs them.
         return self._chief()
 
+    def batch_log_interval(self, mode: str, steps: int | None, in_fit: bool) -> int:
+        """Every training batch with a batch ``update_freq``; never otherwise."""
+        return 1 if mode == "train" and self.update_freq != "epoch" else 0
+
     def on_train_begin(self, logs: Logs | None = None) -> None:
         self._train_step = 0
         self._epoch_base = 0

@@ -8,21 +8,25 @@ steps, SGD with momentum, cross-entropy on logits:
 * distrib: ``distrib.Model.fit(x, y, batch_size=G)`` under ``MirroredStrategy``
   (``devices=["cpu:0", "cpu:1"]`` for 2 replicas), arrays in memory, no metrics
   beyond the loss, ``verbose=0``;
-* raw DDP: a loop over the same tensors, each process slicing its rows of every
-  global batch, ``DistributedDataParallel`` over gloo (a plain loop for 1 replica),
-  with the same threads per process as distrib uses.
+* raw: a loop over the same tensors, each process slicing its rows of every global
+  batch: a plain loop for 1 replica, ``DistributedDataParallel`` over gloo bound to the
+  loopback interface (``GLOO_SOCKET_IFNAME=lo``) for 2.
+
+Every contender, TensorFlow included, gets the same CPU threads per process
+(``--threads``, default 1: ``OMP_NUM_THREADS``, ``torch.set_num_threads``, and TF's
+intra- and inter-op thread pools), so that no side oversubscribes the cores.
 
 Each is timed over one ``fit`` (or loop) of ``--steps`` steps after a warm-up, in fresh
 processes, ``--repeats`` times interleaved; the table shows the samples/s of each
 contender's fastest run (the one least disturbed by other work on the machine) and
 the throughput ratio distrib / raw (target >= 0.98).  ``--tensorflow`` also runs TensorFlow 2.21 ``fit`` (tf-keras,
 ``MultiWorkerMirroredStrategy`` with 2 workers on localhost, ``TF_USE_LEGACY_KERAS=1``)
-on the same models and data, in a separate environment ``.tfvenv`` it creates on first
-use (``tensorflow-cpu==2.21.0 tf-keras==2.21.0``), and prints distrib / TF at 2 replicas
-(target >= 3).
+on the same models and data, with the Python of ``--tf-python`` (default: a separate
+environment ``.tfvenv`` it creates on first use with ``tensorflow-cpu==2.21.0
+tf-keras==2.21.0``), and prints distrib / TF at 2 replicas.
 
-    python bench/bench_fit.py [--steps 100] [--batch 64] [--repeats 3] [--tensorflow]
-                              [--json out.json]
+    python bench/bench_fit.py [--steps 100] [--batch 64] [--repeats 3] [--threads 1]
+                              [--tensorflow] [--tf-python PATH] [--json out.json]
 
 Not a test: it measures, it asserts nothing.
 """
@@ -95,8 +99,8 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> tuple[int, flo
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank = int(os.environ.get("RANK", "0"))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if replicas > 1:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // replicas))
         dist.init_process_group("gloo", rank=rank, world_size=replicas)
     torch.manual_seed(0)
     net: Any = _build(model)
@@ -133,7 +137,7 @@ def run_tensorflow(model: str, replicas: int, steps: int, batch: int) -> tuple[i
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tensorflow as tf  # only inside .tfvenv
 
-    threads = max(1, (os.cpu_count() or 1) // replicas)
+    threads = int(os.environ["OMP_NUM_THREADS"])
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -180,12 +184,13 @@ def _result(texts: list[str], what: str) -> float:
     raise RuntimeError(f"{what} produced no result:\n" + "\n".join(t[-2000:] for t in texts))
 
 
-def measure(kind: str, model: str, replicas: int, steps: int, batch: int) -> float:
+def measure(kind: str, model: str, replicas: int, steps: int, batch: int, threads: int,
+            tf_python: str = str(TF_VENV / "bin" / "python")) -> float:
     """Seconds for ``steps`` training steps on rank 0 (fresh processes, warm-up excluded)."""
-    python = str(TF_VENV / "bin" / "python") if kind == "tensorflow" else sys.executable
+    python = tf_python if kind == "tensorflow" else sys.executable
     cmd = [python, __file__, "--worker", kind, "--model", model, "--replicas", str(replicas),
            "--steps", str(steps), "--batch", str(batch)]
-    base = _clean_env()
+    base = {**_clean_env(), "OMP_NUM_THREADS": str(threads), "GLOO_SOCKET_IFNAME": "lo"}
     if kind == "distrib" or (kind == "ddp" and replicas == 1):
         out = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=1800)
         return _result([out.stdout, out.stderr], kind)
@@ -234,23 +239,30 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64, help="global batch size")
     ap.add_argument("--repeats", type=int, default=3,
                     help="runs of each contender (interleaved; the fastest is shown)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="CPU threads per process, for every contender")
     ap.add_argument("--tensorflow", action="store_true", help="also run TF 2.21 fit")
+    ap.add_argument("--tf-python", default=None,
+                    help="a Python with tensorflow-cpu 2.21 and tf-keras (default: .tfvenv)")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
     if args.worker:
         _worker(args)
         return
-    if args.tensorflow:
+    tf_python = args.tf_python or str(TF_VENV / "bin" / "python")
+    if args.tensorflow and args.tf_python is None:
         ensure_tf_venv()
     rows = []
-    print(f"{'model':6} {'replicas':>8} {'distrib/s':>10} {'raw DDP/s':>10} {'ratio':>6}"
+    print(f"{'model':6} {'replicas':>8} {'distrib/s':>10} {'raw/s':>10} {'ratio':>6}"
           + (f" {'TF fit/s':>9} {'vs TF':>6}" if args.tensorflow else ""), flush=True)
     for model in ("mlp", "cnn"):
         for replicas in (1, 2):
             ours_runs, raw_runs = [], []
             for _ in range(args.repeats):  # interleaved, so both see the same machine noise
-                ours_runs.append(measure("distrib", model, replicas, args.steps, args.batch))
-                raw_runs.append(measure("ddp", model, replicas, args.steps, args.batch))
+                ours_runs.append(measure("distrib", model, replicas, args.steps, args.batch,
+                                         args.threads))
+                raw_runs.append(measure("ddp", model, replicas, args.steps, args.batch,
+                                        args.threads))
             ours, raw = min(ours_runs), min(raw_runs)  # the least disturbed run of each
             samples = args.steps * args.batch
             row: dict[str, Any] = {"model": model, "replicas": replicas, "steps": args.steps,
@@ -260,7 +272,8 @@ def main() -> None:
             line = (f"{model:6} {replicas:8d} {samples / ours:10.0f} {samples / raw:10.0f} "
                     f"{raw / ours:6.3f}")
             if args.tensorflow and replicas == 2:
-                tf_s = measure("tensorflow", model, replicas, args.steps, args.batch)
+                tf_s = measure("tensorflow", model, replicas, args.steps, args.batch,
+                               args.threads, tf_python)
                 row.update(tf_samples_per_s=samples / tf_s, vs_tensorflow=tf_s / ours)
                 line += f" {samples / tf_s:9.0f} {tf_s / ours:6.2f}"
             rows.append(row)

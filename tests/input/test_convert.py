@@ -32,6 +32,14 @@ def test_plain_dataloader_becomes_random_access() -> None:
         as_dataset(loader, batch_size=4)
 
 
+def test_a_sampler_that_draws_fewer_rows_keeps_the_loader_as_it_is() -> None:
+    sampler = torch.utils.data.RandomSampler(range(10), num_samples=6)
+    loader = DataLoader(TensorDataset(torch.arange(10)), batch_size=4, sampler=sampler)
+    ds = as_dataset(loader)
+    assert ds._kind != "refs"
+    assert [len(b) for (b,) in ds] == [4, 2]
+
+
 class Stream(IterableDataset):  # type: ignore[type-arg]
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(torch.arange(7))

@@ -46,14 +46,18 @@ def _is_arrays(x: Any) -> bool:
 
 
 def _loader(dl: Any, seed: int | None) -> Dataset:
-    from torch.utils.data import IterableDataset, RandomSampler, SequentialSampler
-    from torch.utils.data._utils.collate import default_collate
+    from torch.utils.data import (
+        IterableDataset,
+        RandomSampler,
+        SequentialSampler,
+        default_collate,
+    )
 
     plain = (dl.batch_size is not None and not isinstance(dl.dataset, IterableDataset)
              and dl.collate_fn is default_collate
              and type(dl.sampler) in (SequentialSampler, RandomSampler)
              and not getattr(dl.sampler, "replacement", False)
-             and getattr(dl.sampler, "_num_samples", None) is None)
+             and getattr(dl.sampler, "num_samples", len(dl.dataset)) == len(dl.dataset))
     if plain:
         ds = Dataset.from_torch(dl.dataset)
         if isinstance(dl.sampler, RandomSampler):

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from distrib.comm import torch_adapter
 from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
 
@@ -158,7 +159,7 @@ class LossScaleOptimizer:
         found = torch.zeros(1, dtype=torch.float32)
         for (device, _), grads in by_device.items():
             flag = torch.zeros(1, dtype=torch.float32, device=device)
-            torch._amp_foreach_non_finite_check_and_unscale_(
+            torch_adapter.unscale_and_check_finite_(
                 grads, flag, torch.full((1,), inv, dtype=torch.float32, device=device))
             found += flag.cpu()
         reduce = self._all_reduce_sum or _strategy_all_reduce_sum()

@@ -32,6 +32,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules import module as module_mod
 
+from distrib.comm import torch_adapter
+
 __all__ = ["ModuleTracker", "replicate_module"]
 
 
@@ -95,11 +97,6 @@ def _sum_hook(group: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch
     return fut
 
 
-# DDP checks the hook's annotations at run time; give it real classes, not strings.
-_sum_hook.__annotations__ = {"group": object, "bucket": dist.GradBucket,
-                             "return": torch.futures.Future[torch.Tensor]}
-
-
 def replicate_module(module: nn.Module, device: torch.device, group: Any,
                      bucket_cap_mb: float | None,
                      guard: Callable[[str], Any]) -> None:
@@ -113,20 +110,13 @@ def replicate_module(module: nn.Module, device: torch.device, group: Any,
     trainable = [p for p in module.parameters() if p.requires_grad]
     if group is None or not trainable:
         return
-    from torch.distributed._composable.replicate import replicate
-
-    kwargs: dict[str, Any] = {"process_group": group}
-    if device.type == "cuda":
-        kwargs["device_id"] = device
-    if bucket_cap_mb:
-        kwargs["bucket_cap_mb"] = bucket_cap_mb
+    device_id = device if device.type == "cuda" else None
     # Convolutions with one input channel produce gradients whose strides differ from the
     # bucket's (harmless: DDP copies them); the warning would print on every replica.
     warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
     with guard("broadcasting the initial parameters from the chief"):
-        replicate(module, **kwargs)
-        state = replicate.state(module)
-        state.lazy_init()
+        ddp = torch_adapter.replicate(module, group, device_id=device_id,
+                                      bucket_cap_mb=bucket_cap_mb)
     # SUM, not DDP's mean (TF's contract): all-reduce each bucket without dividing.
-    state._ddp.register_comm_hook(group, _sum_hook)
+    torch_adapter.register_comm_hook(ddp, group, _sum_hook)
     object.__setattr__(module, "_distrib_replicated", True)

@@ -1,0 +1,157 @@
+"""The one module of distrib that uses torch's private APIs.
+
+Everything distrib needs from torch that torch does not publish goes through here, so a
+torch upgrade that moves one of them breaks in one place, with a message that says what
+moved and which torch versions are known to work (:data:`CHECKED_ON`):
+
+- ``torch.distributed._composable.replicate``: the composable form of DDP that replicates
+  a module in place (the module keeps its class, ``state_dict`` keys and ``forward``).
+- The ``DistributedDataParallel`` instance that ``replicate`` keeps in its state, to
+  register a communication hook (distrib all-reduces gradients with a SUM, not DDP's
+  mean), and DDP's run-time check of the hook's annotations.
+- ``torch._amp_foreach_non_finite_check_and_unscale_``: the fused unscale-and-check of
+  ``torch.amp.GradScaler``, used by dynamic loss scaling.
+
+``tests/comm/test_torch_adapter.py`` checks every entry on the running torch; ``make test``
+runs it on the floor (``requirements-floor.txt``), the pinned and the newest torch.
+
+Example:
+    >>> from distrib.comm import torch_adapter
+    >>> torch_adapter.check()            # raises TorchAPIError if a private API moved
+    >>> "2.13.0" in torch_adapter.CHECKED_ON
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from distrib.errors import DistribError, explain
+
+__all__ = ["CHECKED_ON", "TorchAPIError", "check", "replicate", "register_comm_hook",
+           "unscale_and_check_finite_"]
+
+#: torch releases on which every entry of this module was checked (by its test).
+CHECKED_ON: tuple[str, ...] = ("2.9.0", "2.13.0", "2.14.1")
+
+_REPLICATE = ("torch.distributed._composable.replicate", "replicate")
+_UNSCALE = ("torch", "_amp_foreach_non_finite_check_and_unscale_")
+
+CommHook = Callable[[Any, dist.GradBucket], "torch.futures.Future[torch.Tensor]"]
+
+
+class TorchAPIError(DistribError, RuntimeError):
+    """A private torch API that distrib relies on is missing or changed in this torch."""
+
+
+def _moved(name: str, detail: str) -> TorchAPIError:
+    return TorchAPIError(explain(
+        f"torch {torch.__version__}: {name}", detail,
+        f"distrib relies on this private torch API, checked on torch {', '.join(CHECKED_ON)}",
+        "install one of those torch versions (pip install 'torch==2.13.0'), or adapt "
+        "distrib/comm/torch_adapter.py to this torch and add it to CHECKED_ON"))
+
+
+def _private(where: tuple[str, str]) -> Any:
+    module_name, attr = where
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise _moved(f"{module_name}.{attr}", f"not found ({e})") from e
+
+
+def check() -> None:
+    """Resolve every private torch API distrib uses; raise :class:`TorchAPIError` if one moved.
+
+    Example:
+        >>> check()
+    """
+    replicate_fn = _private(_REPLICATE)
+    if not callable(getattr(replicate_fn, "state", None)):
+        raise _moved(".".join(_REPLICATE) + ".state", "missing")
+    state_cls = getattr(importlib.import_module(_REPLICATE[0]), "_ReplicateState", None)
+    if not callable(getattr(state_cls, "lazy_init", None)):
+        raise _moved(".".join(_REPLICATE) + ".state(module).lazy_init", "missing")
+    if not callable(getattr(nn.parallel.DistributedDataParallel, "register_comm_hook", None)):
+        raise _moved("DistributedDataParallel.register_comm_hook", "missing")
+    _private(_UNSCALE)
+
+
+def replicate(module: nn.Module, group: Any, *, device_id: torch.device | None = None,
+              bucket_cap_mb: float | None = None) -> nn.parallel.DistributedDataParallel:
+    """Replicate ``module`` in place over ``group`` and return the DDP instance behind it.
+
+    Parameters and buffers are broadcast from the group's first rank before this returns
+    (a collective: every rank of ``group`` calls it); from then on each backward pass
+    all-reduces the gradients in buckets. The module keeps its class interface,
+    ``forward`` and ``state_dict`` keys.
+
+    Example (on every rank of an initialised process group)::
+
+        ddp = torch_adapter.replicate(net, group)
+        torch_adapter.register_comm_hook(ddp, group, my_hook)
+    """
+    replicate_fn = _private(_REPLICATE)
+    kwargs: dict[str, Any] = {"process_group": group}
+    if device_id is not None:
+        kwargs["device_id"] = device_id
+    if bucket_cap_mb:
+        kwargs["bucket_cap_mb"] = bucket_cap_mb
+    replicate_fn(module, **kwargs)
+    state = replicate_fn.state(module)
+    try:
+        state.lazy_init()
+        ddp = state._ddp
+    except AttributeError as e:
+        raise _moved(".".join(_REPLICATE) + ".state(module)", f"changed ({e})") from e
+    if not isinstance(ddp, nn.parallel.DistributedDataParallel):
+        raise _moved(".".join(_REPLICATE) + ".state(module)._ddp",
+                     f"is a {type(ddp).__name__}, not a DistributedDataParallel")
+    return ddp
+
+
+def register_comm_hook(ddp: nn.parallel.DistributedDataParallel, state: Any,
+                       hook: CommHook) -> None:
+    """Make ``hook(state, bucket)`` reduce every gradient bucket of ``ddp``.
+
+    ``hook`` returns a future of the bucket's reduced flat tensor, as in
+    ``DistributedDataParallel.register_comm_hook``.
+
+    Example::
+
+        def sum_hook(group, bucket):
+            work = dist.all_reduce(bucket.buffer(), group=group, async_op=True)
+            return work.get_future().then(lambda f: f.value()[0])
+
+        torch_adapter.register_comm_hook(ddp, group, sum_hook)
+    """
+    def comm_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        return hook(state, bucket)
+
+    # DDP inspects the hook's annotations at run time and wants real classes there, not
+    # the strings that postponed evaluation of annotations leaves.
+    comm_hook.__annotations__ = {"state": object, "bucket": dist.GradBucket,
+                                 "return": torch.futures.Future[torch.Tensor]}
+    ddp.register_comm_hook(state, comm_hook)
+
+
+def unscale_and_check_finite_(grads: Sequence[torch.Tensor], found_inf: torch.Tensor,
+                              inv_scale: torch.Tensor) -> None:
+    """Multiply ``grads`` (one device and dtype) by ``inv_scale`` in place; set ``found_inf``
+    to 1 if any of them holds an inf or NaN (``found_inf`` and ``inv_scale``: one-element
+    float32 tensors on that device).
+
+    Example:
+        >>> g = [torch.tensor([2.0, 4.0])]
+        >>> flag = torch.zeros(1)
+        >>> unscale_and_check_finite_(g, flag, torch.tensor([0.5]))
+        >>> g[0].tolist(), flag.item()
+        ([1.0, 2.0], 0.0)
+    """
+    _private(_UNSCALE)(list(grads), found_inf, inv_scale)

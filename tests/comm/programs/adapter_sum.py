@@ -1,0 +1,42 @@
+"""One rank of a two-process gloo group that replicates a module through the torch adapter.
+
+Usage: python adapter_sum.py RANK PORT
+Prints, as JSON, the module's parameters after the broadcast and its gradients after one
+backward pass on this rank's rows, with a SUM communication hook registered through
+``torch_adapter.register_comm_hook``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+
+from distrib.comm import torch_adapter
+
+rank, port = int(sys.argv[1]), int(sys.argv[2])
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                        world_size=2, timeout=datetime.timedelta(seconds=60))
+torch.manual_seed(rank)                      # different start: the broadcast must fix it
+net = torch.nn.Linear(3, 1, dtype=torch.float64)
+calls = []
+
+
+def sum_hook(group: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    calls.append(1)
+    work = dist.all_reduce(bucket.buffer(), group=group, async_op=True)  # type: ignore[arg-type]
+    assert work is not None
+    return work.get_future().then(lambda f: f.value()[0])
+
+
+ddp = torch_adapter.replicate(net, dist.group.WORLD)
+torch_adapter.register_comm_hook(ddp, dist.group.WORLD, sum_hook)
+start = [p.detach().tolist() for p in net.parameters()]
+x = torch.arange(6, dtype=torch.float64).reshape(2, 3)[rank:rank + 1] + 1.0
+net(x).sum().backward()
+print(json.dumps({"start": start, "grads": [p.grad.tolist() for p in net.parameters()],
+                  "hook_calls": len(calls), "class": type(net).__name__}))
+dist.destroy_process_group()

@@ -1,0 +1,71 @@
+"""The torch adapter (distrib.comm.torch_adapter) works on the running torch.
+
+``make test`` runs these on the floor, pinned and newest torch, so a torch release that
+moves one of the private APIs distrib relies on fails here first, by name.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from distrib.comm import torch_adapter
+from tests.support import DEFAULT_TIMEOUT, clean_env, free_port, wait_all
+
+PROGRAM = str(Path(__file__).parent / "programs" / "adapter_sum.py")
+
+
+def test_every_private_torch_api_resolves_on_this_torch() -> None:
+    torch_adapter.check()
+
+
+def test_the_running_torch_release_is_one_the_adapter_was_checked_on() -> None:
+    release = torch.__version__.split("+")[0]
+    assert release in torch_adapter.CHECKED_ON, (
+        f"torch {torch.__version__} is not in torch_adapter.CHECKED_ON; once this suite "
+        "passes on it, add it there")
+
+
+def test_a_missing_private_api_is_named_with_the_checked_versions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch_adapter, "_UNSCALE", ("torch", "_no_such_amp_kernel_"))
+    with pytest.raises(torch_adapter.TorchAPIError, match=r"torch\._no_such_amp_kernel_") as e:
+        torch_adapter.check()
+    assert "2.13.0" in str(e.value) and "Fix:" in str(e.value)
+
+
+def test_unscale_divides_and_flags_non_finite_gradients() -> None:
+    grads = [torch.tensor([2.0, -4.0]), torch.tensor([8.0])]
+    flag = torch.zeros(1)
+    torch_adapter.unscale_and_check_finite_(grads, flag, torch.tensor([0.5]))
+    assert [g.tolist() for g in grads] == [[1.0, -2.0], [4.0]] and flag.item() == 0.0
+    torch_adapter.unscale_and_check_finite_([torch.tensor([float("inf")])], flag,
+                                            torch.tensor([1.0]))
+    assert flag.item() == 1.0
+
+
+def test_replicate_broadcasts_and_the_comm_hook_sums_gradients() -> None:
+    port = free_port()
+    procs = [(f"rank {r}", subprocess.Popen(
+        [sys.executable, PROGRAM, str(r), str(port)], env=clean_env(OMP_NUM_THREADS="1"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) for r in range(2)]
+    done = wait_all(procs, timeout=DEFAULT_TIMEOUT)
+    for name, (code, _, err) in done.items():
+        assert code == 0, f"{name} failed:\n{err}"
+    out = [json.loads(done[f"rank {r}"][1].strip().splitlines()[-1]) for r in range(2)]
+    assert out[0]["start"] == out[1]["start"]           # rank 0's parameters everywhere
+    assert out[0]["class"] == "DDPLinear" and out[0]["hook_calls"] >= 1
+    # Oracle: one process, both rows, loss summed over rows: the SUM of the ranks'
+    # gradients (DDP's own hook would average them).
+    w = torch.tensor(out[0]["start"][0], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor(out[0]["start"][1], dtype=torch.float64, requires_grad=True)
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3) + 1.0
+    (x @ w.T + b).sum().backward()
+    assert w.grad is not None and b.grad is not None
+    for r in range(2):
+        assert out[r]["grads"] == [w.grad.tolist(), b.grad.tolist()]

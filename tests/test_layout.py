@@ -1,4 +1,4 @@
-"""Contracts of DESIGN.md that import-linter cannot check."""
+"""Layer contracts that import-linter cannot check (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Role rules of TF §4.2–4.3 (multi_worker_util), and process plans built from them."""
+"""TF's role rules (multi_worker_util), and process plans built from them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ FULL = {"chief": ["h0:2222"], "worker": ["h3:2222", "h4:2222", "h5:2222"],
         "ps": ["h1:2222", "h2:2222"], "evaluator": ["h6:2222"]}
 
 
-def test_is_chief_tf_semantics_case_34() -> None:
+def test_is_chief_for_worker_chief_and_evaluator_tasks() -> None:
     workers = {"worker": ["a:1", "b:1"]}
     assert is_chief(workers, "worker", 0) is True
     assert is_chief(workers, "worker", 1) is False

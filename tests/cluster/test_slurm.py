@@ -1,4 +1,4 @@
-"""SLURM: host-list and tasks-per-node parsing (TF §4.5), the layout, and the plan."""
+"""SLURM: host-list and tasks-per-node parsing, the layout, and the plan."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TFConfigClusterResolver: TF §4.1 behaviour, read from a real environment variable."""
+"""TFConfigClusterResolver: TF's behaviour, read from a real environment variable."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_reads_cluster_task_and_rpc_layer(monkeypatch: pytest.MonkeyPatch) -> No
     assert r.master() == "grpc://h4:2222"
     assert r.master("chief", 0, rpc_layer="") == "h0:2222"
     plan = r.process_plan(1)
-    # RunConfig's view (§11 item 35): 4 training workers, worker 1 has global id 2.
+    # RunConfig's view: 4 training workers, worker 1 has global id 2.
     assert (plan.rank, plan.world_size, plan.num_workers, plan.is_chief) == (2, 4, 4, False)
     assert plan.source == "tf_config"
 

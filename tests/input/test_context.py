@@ -1,4 +1,4 @@
-"""InputContext, InputOptions and the batch split rule (tf_semantics §3.1, §3.2; §11 19, 22)."""
+"""InputContext, InputOptions and the batch split rule."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from distrib.input import (
 from distrib.input.context import check_replicas_per_worker
 
 
-def test_item19_per_replica_batch_size() -> None:
+def test_per_replica_batch_size_must_divide_the_global_batch() -> None:
     ctx = InputContext(num_replicas_in_sync=2)
     assert ctx.get_per_replica_batch_size(64) == 32
     with pytest.raises(ValueError, match=r"The `global_batch_size` 65 is not divisible by "
@@ -33,7 +33,7 @@ def test_input_context_fields_and_text() -> None:
         InputContext(num_input_pipelines=2, input_pipeline_id=2)
 
 
-def test_item22_batch_sizes_for_worker() -> None:
+def test_batch_sizes_for_worker_spread_the_remainder() -> None:
     assert batch_sizes_for_worker(7, 2, 2, 0) == [2, 2, 2, 1]
     assert batch_sizes_for_worker(7, 2, 2, 1) == [2, 1, 2, 2]
     for g in range(1, 20):

@@ -1,7 +1,7 @@
 """experimental_distribute_dataset semantics, every rank's view built in one process.
 
 The groups' collectives raise: in these cases every replica's step count is
-provable from the pipeline, so no collective may be needed (tf_semantics §3).
+provable from the pipeline, so no collective may be needed.
 """
 
 from __future__ import annotations
@@ -46,14 +46,14 @@ def with_policy(ds: Dataset, policy: AutoShardPolicy) -> Dataset:
     return ds.with_options(opts)
 
 
-def test_item20_split_of_each_global_batch() -> None:
+def test_each_global_batch_is_split_across_the_replicas() -> None:
     assert views(lambda: Dataset.range(4).batch(2), 2, 1) == [[[0], [2]], [[1], [3]]]
     r0, r1 = views(lambda: Dataset.range(100).batch(10), 2, 1)
     assert r0 == [list(range(i, i + 5)) for i in range(0, 100, 10)]
     assert r1 == [list(range(i + 5, i + 10)) for i in range(0, 100, 10)]
 
 
-def test_item8_partial_batch_fills_replicas_in_order() -> None:
+def test_partial_batch_fills_replicas_in_order() -> None:
     assert views(lambda: Dataset.range(14).batch(8), 2, 1) == [[[0, 1, 2, 3], [8, 9, 10, 11]],
                                                                [[4, 5, 6, 7], [12, 13]]]
     # More replicas than rows: the last replicas get empty batches (shape (0,)).
@@ -61,7 +61,7 @@ def test_item8_partial_batch_fills_replicas_in_order() -> None:
     assert five == [[[0]], [[1]], [[2]], [[3]], [[]]]
 
 
-def test_item21_unbatched_dataset_is_rejected() -> None:
+def test_unbatched_dataset_is_rejected() -> None:
     with pytest.raises(ValueError, match="Call the `batch` method on the input Dataset in order "
                                          "to be able to split your input across 2 replicas"):
         distribute_dataset(Dataset.range(4), fake_group(2, 0, 1))
@@ -69,19 +69,19 @@ def test_item21_unbatched_dataset_is_rejected() -> None:
         distribute_dataset(Dataset.range(4), fake_group(4, 0, 2))
 
 
-def test_item23_auto_and_off_on_an_unbatched_range() -> None:
+def test_auto_and_off_policies_on_an_unbatched_range() -> None:
     assert views(lambda: Dataset.range(4), 2, 2) == [[0, 2], [1, 3]]
     off = views(lambda: with_policy(Dataset.range(4), AutoShardPolicy.OFF), 2, 2)
     assert off == [[0, 1, 2, 3], [0, 1, 2, 3]]
 
 
-def test_item24_data_sharding_keeps_a_slice_of_every_global_batch() -> None:
+def test_data_sharding_keeps_a_slice_of_every_global_batch() -> None:
     for policy in (AutoShardPolicy.AUTO, AutoShardPolicy.DATA):
         got = views(lambda p=policy: with_policy(Dataset.range(12).batch(4), p), 2, 2)
         assert got == [[[0, 1], [4, 5], [8, 9]], [[2, 3], [6, 7], [10, 11]]]
 
 
-def test_item26_partial_global_batch_on_two_workers() -> None:
+def test_partial_global_batch_on_two_workers() -> None:
     assert views(lambda: Dataset.range(14).batch(8), 2, 2) == [[[0, 1, 2, 3], [8, 9, 10]],
                                                                [[4, 5, 6, 7], [11, 12, 13]]]
 
@@ -128,7 +128,7 @@ def test_file_policy_shards_files(tmp_path: Path) -> None:
     assert sorted(got) == expected
 
 
-def test_item25_file_policy_needs_a_file_per_worker(tmp_path: Path) -> None:
+def test_file_policy_needs_a_file_per_worker(tmp_path: Path) -> None:
     files = write_files(tmp_path, [12])
     with pytest.raises(DataError, match="There aren't enough elements in this dataset for each "
                                         "shard to have at least one element"):
@@ -150,7 +150,7 @@ def test_hint_policy_fills_shard_placeholders() -> None:
     assert got == [[[0], [2], [4], [6]], [[1], [3], [5], [7]]]
 
 
-def test_item30_partial_batch_handling_flag() -> None:
+def test_partial_batch_handling_is_on_unless_drop_remainder() -> None:
     for drop in (False, True):
         dist = distribute_dataset(Dataset.range(10).batch(4, drop_remainder=drop),
                                   fake_group(2, 0, 1))

@@ -1,4 +1,4 @@
-"""Distributed input in real processes: 2 ranks, a real gloo group (tf_semantics §3.4, §11).
+"""Distributed input in real processes: 2 ranks, a real gloo group; end of data is agreed.
 
 One launch runs every scenario of programs/input_worker.py; the tests check
 what each rank observed: lock-step end of data with empty batches, the number
@@ -54,16 +54,16 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return [json.loads((base / f"rank{r}.json").read_text()) for r in range(2)]
 
 
-def test_item26_partial_global_batch_ends_together(ranks: list[dict[str, Any]]) -> None:
-    chief, worker = ranks[0]["item26"], ranks[1]["item26"]
+def test_partial_global_batch_ends_together(ranks: list[dict[str, Any]]) -> None:
+    chief, worker = ranks[0]["partial_global_batch"], ranks[1]["partial_global_batch"]
     assert chief["steps"] == [[0, 1, 2, 3], [8, 9, 10]]
     assert worker["steps"] == [[4, 5, 6, 7], [11, 12, 13]]
     assert chief["after_end"] is None and worker["after_end"] is None
     assert chief["calls"] == worker["calls"] == 0   # step count provable: no collective
 
 
-def test_item27_empty_batches_until_everyone_is_done(ranks: list[dict[str, Any]]) -> None:
-    chief, worker = ranks[0]["item27"], ranks[1]["item27"]
+def test_empty_batches_until_every_worker_is_done(ranks: list[dict[str, Any]]) -> None:
+    chief, worker = ranks[0]["uneven_unknown"], ranks[1]["uneven_unknown"]
     assert chief["steps"] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
     assert worker["steps"] == [[0, 1], [2, 3], [4, 5], [], []]
     # One exchange at the start, then one small all-reduce per step (the last one says stop).
@@ -77,8 +77,8 @@ def test_known_step_counts_are_exchanged_once(ranks: list[dict[str, Any]]) -> No
     assert chief["calls"] == worker["calls"] == 1
 
 
-def test_item28_first_batch_sums(ranks: list[dict[str, Any]]) -> None:
-    assert (ranks[0]["item28"], ranks[1]["item28"]) == (10, 35)
+def test_first_per_worker_batches_of_a_sharded_repeat(ranks: list[dict[str, Any]]) -> None:
+    assert (ranks[0]["sharded_repeat_sums"], ranks[1]["sharded_repeat_sums"]) == (10, 35)
 
 
 def test_file_sharding_with_uneven_files(ranks: list[dict[str, Any]]) -> None:

@@ -1,4 +1,4 @@
-"""Dynamic loss scaling with TF's rules (tf_semantics.md §9, §11 item 38)."""
+"""Dynamic loss scaling with TF's rules (Keras ``LossScaleOptimizer``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Single-process checks of the strategy API (tf_semantics.md §1.1, §1.2, §2, §11 items 1–3, 9)."""
+"""Single-process checks of the strategy API: contexts, run, reduce, the default
+and one-device strategies."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import distrib
 from distrib.errors import ContextError, InvalidTypeError, UsageError
 
 
-def test_contexts_outside_and_inside_scope_item1() -> None:
+def test_contexts_outside_and_inside_scope() -> None:
     assert distrib.get_replica_context() is not None
     assert not distrib.in_cross_replica_context()
     s = distrib.OneDeviceStrategy("cpu:0")
@@ -24,7 +25,7 @@ def test_contexts_outside_and_inside_scope_item1() -> None:
     assert not distrib.in_cross_replica_context()
 
 
-def test_has_strategy_and_mixing_scopes_item2() -> None:
+def test_has_strategy_and_mixing_scopes_raises() -> None:
     a, b = distrib.OneDeviceStrategy("cpu:0"), distrib.OneDeviceStrategy("cpu:0")
     assert not distrib.has_strategy()
     with a.scope():
@@ -44,14 +45,14 @@ def test_default_scope_cannot_be_nested() -> None:
             pass
 
 
-def test_run_args_must_be_a_tuple_item3() -> None:
+def test_run_args_must_be_a_list_or_tuple() -> None:
     s = distrib.get_strategy()
     with pytest.raises(ValueError, match="positional args must be a list or tuple"):
         s.run(lambda x: x, args=torch.tensor(1.0))
     assert s.run(lambda x: x + 1, args=[torch.tensor(1.0)]) == 2
 
 
-def test_reduce_op_strings_item9() -> None:
+def test_reduce_op_accepts_strings_and_rejects_other_objects() -> None:
     s = distrib.get_strategy()
     assert s.reduce("sum", torch.tensor([1.0, 2.0]), axis=0) == 3.0
     with pytest.raises(ValueError, match="reduce_op = 'max'"):

@@ -1,4 +1,4 @@
-"""tf_semantics.md §11 items 1, 4–8, 10–13 and 29 on two replicas in real processes."""
+"""The strategy API on two replicas in real processes (MirroredStrategy and two TF_CONFIG workers)."""
 
 from __future__ import annotations
 
@@ -35,58 +35,58 @@ def seen(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 pytestmark = pytest.mark.slow
 
 
-def test_contexts_item1(seen: list[dict[str, Any]]) -> None:
+def test_scope_and_run_switch_between_cross_replica_and_replica_context(seen: list[dict[str, Any]]) -> None:
     for r in seen:
         assert r["scope_ctx"] == [True, True, True]
         assert r["run_ctx"] == "ReplicaContext"
 
 
-def test_local_results_item4(seen: list[dict[str, Any]]) -> None:
+def test_local_results_hold_this_processs_replica(seen: list[dict[str, Any]]) -> None:
     # One process per replica: each process holds its own replica's value; together (0, 1).
     assert [r["local_ids"] for r in seen] == [[0], [1]]
     assert all(r["local_dict"] == [{"a": 1.0, "b": 2.0}] for r in seen)
     assert all(r["all_ids"] == [0, 1] for r in seen)
 
 
-def test_reduce_values_from_function_item5(seen: list[dict[str, Any]]) -> None:
-    assert all(r["item5"] == [2.0, 2.0] for r in seen)
+def test_sum_of_values_from_function_counts_every_replica(seen: list[dict[str, Any]]) -> None:
+    assert all(r["values_fn_sum"] == [2.0, 2.0] for r in seen)
 
 
-def test_reduce_axis_item6(seen: list[dict[str, Any]]) -> None:
-    assert all(r["item6"] == [1.5, 6.0] for r in seen)
+def test_reduce_along_axis_0_means_and_sums_every_row(seen: list[dict[str, Any]]) -> None:
+    assert all(r["reduce_axis"] == [1.5, 6.0] for r in seen)
 
 
-def test_split_global_batch_item7(seen: list[dict[str, Any]]) -> None:
-    assert all(r["item7"] == [[[4.0, 6.0], [8.0, 10.0]], 28.0] for r in seen)
+def test_a_global_batch_of_8_splits_into_rows_0_to_3_and_4_to_7(seen: list[dict[str, Any]]) -> None:
+    assert all(r["global_batch_split"] == [[[4.0, 6.0], [8.0, 10.0]], 28.0] for r in seen)
 
 
-def test_partial_batch_mean_uses_global_count_item8(seen: list[dict[str, Any]]) -> None:
-    assert all(r["item8"] == pytest.approx(10 / 6) for r in seen)
+def test_mean_of_a_partial_batch_divides_by_its_real_size(seen: list[dict[str, Any]]) -> None:
+    assert all(r["partial_batch_mean"] == pytest.approx(10 / 6) for r in seen)
 
 
-def test_all_reduce_item10(seen: list[dict[str, Any]]) -> None:
-    assert all(r["item10"] == [2.0, [2.0, 4.0], [0.5]] for r in seen)
+def test_all_reduce_of_scalars_lists_and_means(seen: list[dict[str, Any]]) -> None:
+    assert all(r["all_reduce"] == [2.0, [2.0, 4.0], [0.5]] for r in seen)
 
 
-def test_all_reduce_gradient_item11(seen: list[dict[str, Any]]) -> None:
-    assert all(r["item11"] == [4.0, 2.0] for r in seen)
+def test_gradient_through_all_reduce_is_reduced_too(seen: list[dict[str, Any]]) -> None:
+    assert all(r["all_reduce_grad"] == [4.0, 2.0] for r in seen)
 
 
-def test_all_gather_and_gather_item12(seen: list[dict[str, Any]]) -> None:
+def test_all_gather_and_gather_concatenate_along_the_axis(seen: list[dict[str, Any]]) -> None:
     for r in seen:
-        assert r["item12_all_gather"] == [1, 2, 3, 1, 2, 3]
-        assert r["item12_gather"] == [[2, 2, 3], [1, 4, 3], [1, 2, 6]]
+        assert r["all_gather"] == [1, 2, 3, 1, 2, 3]
+        assert r["gather_shapes"] == [[2, 2, 3], [1, 4, 3], [1, 2, 6]]
         assert r["uneven_gather"] == [0, 0, 1]
         assert "requires cross-replica context" in r["gather_in_replica"]
 
 
-def test_merge_call_item13(seen: list[dict[str, Any]]) -> None:
-    assert all(r["item13"] == 12 for r in seen)
+def test_merge_call_runs_once_in_cross_replica_context(seen: list[dict[str, Any]]) -> None:
+    assert all(r["merge_call"] == 12 for r in seen)
     assert all(r["merge_reduce"] == 3.0 for r in seen)
 
 
-def test_host_values_count_once_item29(seen: list[dict[str, Any]]) -> None:
-    assert all(r["item29"] == [2.0, [2.0, 2.0]] for r in seen)
+def test_a_plain_value_counts_once_per_worker_in_a_sum(seen: list[dict[str, Any]]) -> None:
+    assert all(r["host_value_sum"] == [2.0, [2.0, 2.0]] for r in seen)
 
 
 def test_scope_broadcasts_and_sums_gradients(seen: list[dict[str, Any]]) -> None:

@@ -1,4 +1,4 @@
-"""Oracle contract (DESIGN.md §4.1): every strategy ends where one process on the global batch ends.
+"""Oracle contract: every strategy ends where one process on the global batch ends.
 
 One custom-loop program (programs/custom_loop.py) runs unchanged under OneDeviceStrategy,
 MirroredStrategy(["cpu:0", "cpu:1"]) and MultiWorkerMirroredStrategy with two TF_CONFIG

@@ -1,4 +1,4 @@
-"""``fit`` under real strategies ends where one process on the global batch ends (DESIGN §4.1).
+"""``fit`` under real strategies ends where one process on the global batch ends (the oracle contract).
 
 programs/fit_program.py runs unchanged on one process (the oracle), under
 OneDeviceStrategy, MirroredStrategy(["cpu:0", "cpu:1"]) and two TF_CONFIG workers:

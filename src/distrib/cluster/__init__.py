@@ -1,4 +1,4 @@
-"""Cluster configuration: ``ClusterSpec``, task roles and cluster resolvers (TF §4).
+"""Cluster configuration: ``ClusterSpec``, task roles and cluster resolvers.
 
 A *cluster* is a set of tasks (``chief``, ``worker``, ``ps``, ``evaluator``),
 each at a ``host:port``.  A *resolver* reads it from where the launcher left it

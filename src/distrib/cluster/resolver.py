@@ -1,4 +1,4 @@
-"""``ClusterResolver`` (TF §4.5), ``SimpleClusterResolver``, and cluster -> process plans.
+"""``ClusterResolver``, ``SimpleClusterResolver``, and cluster -> process plans.
 
 A resolver says what the cluster is (``cluster_spec()``) and which task this
 process is (``task_type``, ``task_id``).  :meth:`ClusterResolver.process_plan`

@@ -1,4 +1,4 @@
-"""Task roles and the validation of a cluster (TF §4.2–4.3), as pure functions.
+"""Task roles and the validation of a cluster, as pure functions.
 
 The rules are TensorFlow's:
 

@@ -1,4 +1,4 @@
-"""``SlurmClusterResolver``: the cluster of a SLURM job step (TF §4.5).
+"""``SlurmClusterResolver``: the cluster of a SLURM job step.
 
 ``srun`` starts the tasks and tells each ``SLURM_PROCID`` (its rank),
 ``SLURM_STEP_NUM_TASKS``, ``SLURM_STEP_NODELIST`` (``n[1-2],m5,o[3-4,6,7-9]``)

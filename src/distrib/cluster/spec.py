@@ -1,4 +1,4 @@
-"""``ClusterSpec``: the jobs of a cluster and the address of every task (TF §4.1).
+"""``ClusterSpec``: the jobs of a cluster and the address of every task.
 
 A cluster maps job names (``"chief"``, ``"worker"``, ``"ps"``, ``"evaluator"``)
 to the network addresses of their tasks, either as a list (task ``i`` is the

@@ -1,4 +1,4 @@
-"""``TF_CONFIG`` parsing and ``TFConfigClusterResolver`` (TF §4.1).
+"""``TF_CONFIG`` parsing and ``TFConfigClusterResolver``.
 
 ``TF_CONFIG`` is a JSON object::
 

@@ -1,4 +1,4 @@
-"""``distrib.data``: the ``tf.data`` input pipeline over torch tensors (layer 5).
+"""``distrib.data``: the ``tf.data`` input pipeline over torch tensors.
 
 ``Dataset`` has TF's sources and transformations; elements are nests (tuples,
 dicts) of torch tensors.  Random-access pipelines — ``from_tensor_slices``,

@@ -1,4 +1,4 @@
-"""Distributed values and the context stack (layer 4).
+"""Distributed values and the context stack.
 
 Example:
     >>> from distrib.distribute import PerReplica, get_replica_context

@@ -1,4 +1,4 @@
-"""The context stack: default, cross-replica and replica contexts (TF §0).
+"""The context stack: default, cross-replica and replica contexts.
 
 * Outside any scope: the *default replica context* — ``get_replica_context()`` is a
   :class:`ReplicaContext` of the default strategy, ``in_cross_replica_context()``

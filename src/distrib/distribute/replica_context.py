@@ -1,4 +1,4 @@
-"""``ReplicaContext``: what replica code sees inside ``strategy.run`` (TF §2.3).
+"""``ReplicaContext``: what replica code sees inside ``strategy.run``.
 
 Example (two replicas)::
 

@@ -1,4 +1,4 @@
-"""``distrib.input``: distributed datasets (layer 5) — TF's input side of ``tf.distribute``.
+"""``distrib.input``: distributed datasets — TF's input side of ``tf.distribute``.
 
 ``InputContext``, ``InputOptions``, ``InputReplicationMode``, ``AutoShardPolicy``
 and ``batch_sizes_for_worker`` carry TF's names and rules.

@@ -1,4 +1,4 @@
-"""The two ways a strategy distributes input (TF §3), called by every strategy.
+"""The two ways a strategy distributes input, called by every strategy.
 
 ``distribute_dataset``: the user batches by the GLOBAL batch; each replica
 receives its slice of every global batch (single worker: sizes from
@@ -116,7 +116,7 @@ def make_plan(dataset: Dataset, group: ReplicaGroupInfo) -> StepPlan:
 
 def distribute_dataset(dataset: Any, group: ReplicaGroupInfo,
                        options: InputOptions | None = None) -> DistributedDataset:
-    """Split every global batch of ``dataset`` across the replicas of ``group`` (TF §3.1, §3.3).
+    """Split every global batch of ``dataset`` across the replicas of ``group``.
 
     Args:
         dataset: a ``distrib.data.Dataset`` batched by the global batch size, or
@@ -150,7 +150,7 @@ def distribute_datasets_from_function(dataset_fn: Callable[[InputContext], Any],
                                       group: ReplicaGroupInfo,
                                       options: InputOptions | None = None
                                       ) -> DistributedDataset:
-    """Build this worker's pipeline with ``dataset_fn(InputContext)`` (TF §3.1, §3.2).
+    """Build this worker's pipeline with ``dataset_fn(InputContext)``.
 
     ``dataset_fn`` gets ``InputContext(W, worker_index, R)`` and must return a
     dataset batched by the PER-REPLICA batch size, sharded as the user wants

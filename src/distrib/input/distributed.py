@@ -1,6 +1,6 @@
 """Distributed datasets and iterators: this replica's batches, on its device, in lock-step.
 
-Each step every replica receives its batch.  End of data is agreed (TF §3.4):
+Each step every replica receives its batch.  End of data is agreed (as in TF):
 while any replica still has data the others receive an *empty* batch (batch
 dimension 0), and when none has data every replica's loop ends in the same
 step.  When the step count of every replica can be computed from the

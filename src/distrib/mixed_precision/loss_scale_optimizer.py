@@ -1,4 +1,4 @@
-"""Dynamic loss scaling for float16 training (Keras ``LossScaleOptimizer``, TF §9).
+"""Dynamic loss scaling for float16 training (Keras ``LossScaleOptimizer``).
 
 Small float16 gradients underflow to zero.  The loss is multiplied by a scale
 before ``backward`` and the gradients divided by it before the update.  The scale

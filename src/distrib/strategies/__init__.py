@@ -1,4 +1,4 @@
-"""The strategies (layer 6): one file per strategy, and the name → class table.
+"""The strategies: one file per strategy, and the name → class table.
 
 Example:
     >>> from distrib.strategies import STRATEGIES

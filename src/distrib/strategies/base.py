@@ -1,8 +1,8 @@
-"""``Strategy`` (the user API) and ``StrategyExtended`` (the library API), TF §2.
+"""``Strategy`` (the user API) and ``StrategyExtended`` (the library API).
 
 Public methods validate their arguments and the current context, then call
 the ``_underscore`` hooks of :class:`StrategyExtended`, which each strategy file
-configures.  Every process is one replica (DESIGN.md §2), so a strategy's
+configures.  Every process is one replica (docs/architecture.md), so a strategy's
 "local results" are this process's replica only.
 
 Example::
@@ -420,12 +420,12 @@ class Strategy:
 
     # ------------------------------------------------------------- input
     def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
-        """Split every global batch of ``dataset`` across the replicas (TF §3)."""
+        """Split every global batch of ``dataset`` across the replicas."""
         return self._extended.distribute_dataset(dataset, options)
 
     def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
                                           options: Any = None) -> Any:
-        """Build one input pipeline per worker with ``dataset_fn(InputContext)`` (TF §3)."""
+        """Build one input pipeline per worker with ``dataset_fn(InputContext)``."""
         return self._extended.distribute_datasets_from_function(dataset_fn, options)
 
     experimental_distribute_datasets_from_function = distribute_datasets_from_function

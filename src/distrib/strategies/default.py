@@ -1,4 +1,4 @@
-"""The default strategy: what ``distrib.get_strategy()`` returns outside every scope (TF §1.1).
+"""The default strategy: what ``distrib.get_strategy()`` returns outside every scope.
 
 One replica, values never wrapped, datasets returned unchanged.
 

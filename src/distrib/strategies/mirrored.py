@@ -1,4 +1,4 @@
-"""``MirroredStrategy``: synchronous training on the devices of one machine (TF §1.3).
+"""``MirroredStrategy``: synchronous training on the devices of one machine.
 
 One process per device.  In a program started with a plain ``python train.py``
 the strategy re-runs the same command for the other devices, so no launcher is

@@ -1,4 +1,4 @@
-"""``MultiWorkerMirroredStrategy``: synchronous training over several machines (TF §1.4).
+"""``MultiWorkerMirroredStrategy``: synchronous training over several machines.
 
 The cluster comes from a resolver: ``TF_CONFIG`` by default, or torchrun / SLURM
 variables.  Each worker drives its local devices (every GPU, else one CPU), one

@@ -1,4 +1,4 @@
-"""``OneDeviceStrategy``: one replica on one device (TF §1.2).
+"""``OneDeviceStrategy``: one replica on one device.
 
 Modules created in its scope are placed on the device; batches of distributed
 datasets arrive there; values are plain (not ``PerReplica``).

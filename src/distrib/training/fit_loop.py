@@ -1,4 +1,4 @@
-"""The loops behind ``Model.fit``, ``evaluate`` and ``predict`` (Keras §8.2 semantics).
+"""The loops behind ``Model.fit``, ``evaluate`` and ``predict`` (Keras semantics).
 
 Per training step, on every replica: take this replica's part of the global
 batch, learn the number of examples of the whole step (known in advance for

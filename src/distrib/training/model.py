@@ -1,6 +1,6 @@
 """``distrib.Model``: Keras' ``compile``/``fit``/``evaluate``/``predict`` for any ``nn.Module``.
 
-A Model created inside ``strategy.scope()`` records that strategy (Keras §8.1) and
+A Model created inside ``strategy.scope()`` records that strategy (as Keras does) and
 runs ``fit``, ``evaluate`` and ``predict`` under it with no other change:
 ``batch_size`` is the global batch, each replica's loss is the sum of its
 per-example losses divided by the number of examples of the whole step (so the

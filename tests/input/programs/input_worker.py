@@ -58,27 +58,27 @@ def scenarios(rank: int, world: int, data_dir: Path) -> dict[str, Any]:
     one_worker = group_for(rank, world, 1, coll)
     out: dict[str, Any] = {}
 
-    # §11 item 26: range(14).batch(8), 2 workers x 1 replica (AUTO -> DATA).
-    out["item26"] = run_epoch(distribute_dataset(Dataset.range(14).batch(8), two_workers), coll)
+    # range(14).batch(8), 2 workers x 1 replica (AUTO -> DATA).
+    out["partial_global_batch"] = run_epoch(distribute_dataset(Dataset.range(14).batch(8), two_workers), coll)
 
-    # §11 item 27 with unknown cardinality: worker 1 runs out first.
+    # Unknown cardinality: worker 1 runs out first.
     def unknown_fn(ctx: InputContext) -> Dataset:
         n = 10 if ctx.input_pipeline_id == 0 else 6
         return Dataset.range(n).filter(lambda v: v >= 0).batch(2)
-    out["item27"] = run_epoch(distribute_datasets_from_function(unknown_fn, two_workers), coll)
+    out["uneven_unknown"] = run_epoch(distribute_datasets_from_function(unknown_fn, two_workers), coll)
 
     # Same shapes with known cardinality: one exchange per epoch, none per step.
     def known_fn(ctx: InputContext) -> Dataset:
         return Dataset.range(10 if ctx.input_pipeline_id == 0 else 6).batch(2)
     out["known"] = run_epoch(distribute_datasets_from_function(known_fn, two_workers), coll)
 
-    # §11 item 28.
+    # A repeated range sharded by input pipeline: per-worker first batches.
     def repeat_fn(ctx: InputContext) -> Dataset:
         b = ctx.get_per_replica_batch_size(10)
         return (Dataset.range(100).repeat().batch(b)
                 .shard(ctx.num_input_pipelines, ctx.input_pipeline_id))
     it = iter(distribute_datasets_from_function(repeat_fn, two_workers))
-    out["item28"] = int(next(it).sum())
+    out["sharded_repeat_sums"] = int(next(it).sum())
 
     # FILE sharding with uneven files (5 and 3 lines), global batch 4.
     files = TextLineDataset(sorted(str(p) for p in data_dir.glob("*.txt")))

@@ -1,4 +1,4 @@
-"""tf_semantics.md §11 checks that need several replicas; run under a 2-replica strategy.
+"""TensorFlow behaviours that need several replicas; run under a 2-replica strategy.
 
 Usage: python semantics.py mirrored|multi_worker OUT_DIR
 Every replica writes OUT_DIR/replica<i>.json with what it observed; the test
@@ -53,27 +53,27 @@ def main() -> None:
 
     # 5. reduce of values from a function, outside and inside scope
     ones = s.experimental_distribute_values_from_function(lambda _: 1.0)
-    seen["item5"] = [float(s.reduce("sum", ones, axis=None))]
+    seen["values_fn_sum"] = [float(s.reduce("sum", ones, axis=None))]
     with s.scope():
-        seen["item5"].append(float(s.reduce(distrib.ReduceOp.SUM, ones, axis=None)))
+        seen["values_fn_sum"].append(float(s.reduce(distrib.ReduceOp.SUM, ones, axis=None)))
 
     # 6. reduce along an axis
     x = s.run(lambda: torch.tensor([1.0, 2.0]))
-    seen["item6"] = [float(s.reduce("mean", x, axis=0)), float(s.reduce("sum", x, axis=0))]
+    seen["reduce_axis"] = [float(s.reduce("mean", x, axis=0)), float(s.reduce("sum", x, axis=0))]
 
     # 7. global batch of 8 split in two, 8. partial batch 4 + 2
     rows = torch.arange(8, dtype=torch.float32).reshape(8, 1).repeat(1, 4) + torch.arange(4)
     v = s.experimental_distribute_values_from_function(
         lambda c: torch.arange(8.0)[c.replica_id_in_sync_group * 4:][:4])
-    seen["item7"] = [as_list(s.reduce("sum", s.run(lambda t: t.reshape(2, 2), args=(v,)),
+    seen["global_batch_split"] = [as_list(s.reduce("sum", s.run(lambda t: t.reshape(2, 2), args=(v,)),
                                       axis=None)), float(s.reduce("sum", v, axis=0))]
     del rows
     part = s.experimental_distribute_values_from_function(
         lambda c: torch.ones(4) if c.replica_id_in_sync_group == 0 else 3 * torch.ones(2))
-    seen["item8"] = float(s.reduce("mean", part, axis=0))
+    seen["partial_batch_mean"] = float(s.reduce("mean", part, axis=0))
 
     # 10. all_reduce in replica context
-    seen["item10"] = as_list(s.experimental_local_results(s.run(lambda: [
+    seen["all_reduce"] = as_list(s.experimental_local_results(s.run(lambda: [
         distrib.get_replica_context().all_reduce("sum", 1.0),
         distrib.get_replica_context().all_reduce("sum", torch.tensor([1.0, 2.0])),
         distrib.get_replica_context().all_reduce("mean", torch.tensor([float(rid)]))]))[0])
@@ -87,14 +87,14 @@ def main() -> None:
         assert w.grad is not None
         return float(w.grad)
 
-    seen["item11"] = [s.experimental_local_results(s.run(grad_of, args=("sum",)))[0],
+    seen["all_reduce_grad"] = [s.experimental_local_results(s.run(grad_of, args=("sum",)))[0],
                       s.experimental_local_results(s.run(grad_of, args=("mean",)))[0]]
 
     # 12. all_gather, gather shapes, and uneven all_gather
-    seen["item12_all_gather"] = as_list(s.experimental_local_results(s.run(
+    seen["all_gather"] = as_list(s.experimental_local_results(s.run(
         lambda: distrib.get_replica_context().all_gather(torch.tensor([1, 2, 3]), axis=0)))[0])
     comp = s.run(lambda: torch.zeros(1, 2, 3))
-    seen["item12_gather"] = [list(s.gather(comp, axis=a).shape) for a in (0, 1, 2)]
+    seen["gather_shapes"] = [list(s.gather(comp, axis=a).shape) for a in (0, 1, 2)]
     seen["uneven_gather"] = as_list(s.experimental_local_results(s.run(
         lambda: distrib.get_replica_context().all_gather(
             torch.arange(rid + 1), axis=0)))[0])
@@ -105,7 +105,7 @@ def main() -> None:
         seen["gather_in_replica"] = str(exc)
 
     # 13. merge_call
-    seen["item13"] = s.experimental_local_results(s.run(
+    seen["merge_call"] = s.experimental_local_results(s.run(
         lambda: distrib.get_replica_context().merge_call(lambda strategy: 11) + 1))[0]
     merged = s.run(lambda: distrib.get_replica_context().merge_call(
         lambda strategy, v: strategy.reduce("sum", v, axis=None),
@@ -113,7 +113,7 @@ def main() -> None:
     seen["merge_reduce"] = float(s.experimental_local_results(merged)[0])
 
     # 29. host values count once per worker
-    seen["item29"] = [float(s.reduce("sum", torch.tensor(1.0), axis=None)),
+    seen["host_value_sum"] = [float(s.reduce("sum", torch.tensor(1.0), axis=None)),
                       [float(t.values[0]) for t in s.extended.batch_reduce_to(
                           "sum", [(torch.tensor(1.0), None), (torch.tensor(1.0), None)])]]
 

@@ -1,4 +1,4 @@
-"""Golden tests of the progress bar against the Keras format (tf_semantics §8.4, §11 item 40).
+"""Golden tests of the progress bar against the Keras format.
 
 Time comes from a fake clock, so the expected lines are exact; the output of a real
 run is compared the same way after ``mask_times``.

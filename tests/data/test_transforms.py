@@ -117,8 +117,6 @@ def test_cache_replays_the_first_epoch() -> None:
     assert ints(draws) == ints(draws)
     pure = Dataset.range(4).cache()
     assert pure._kind == "rows"
-    with pytest.raises(UsageError):
-        Dataset.range(2).cache("/tmp/file")
 
 
 def test_prefetch_and_options() -> None:

@@ -5,6 +5,9 @@ dicts) of torch tensors.  Random-access pipelines — ``from_tensor_slices``,
 ``range``, ``from_torch`` with ``shuffle``, ``batch``, ``repeat``, ``take``,
 ``skip``, ``shard``, ``map`` — read each batch by one vectorised gather per
 component, and their order is a pure function of (seed, epoch, position).
+File sources: :class:`TextLineDataset` and :class:`TFRecordDataset` (read
+without TensorFlow; parse ``tf.train.Example`` records with
+``distrib.data.experimental.parse_single_example``).
 
 Example:
     >>> import torch, distrib
@@ -30,7 +33,8 @@ from distrib.data.options import (
     TensorSpec,
 )
 from distrib.data.sources import TextLineDataset
+from distrib.data.tfrecord import TFRecordDataset
 
-__all__ = ["Dataset", "TextLineDataset", "Options", "DistributeOptions", "AutoShardPolicy",
+__all__ = ["Dataset", "TextLineDataset", "TFRecordDataset", "Options", "DistributeOptions", "AutoShardPolicy",
            "TensorSpec", "AUTOTUNE", "INFINITE", "UNKNOWN", "INFINITE_CARDINALITY",
            "UNKNOWN_CARDINALITY", "SHARD_HINT", "experimental"]

@@ -6,7 +6,14 @@ nests, exactly as in ``tf.data``.  A Python ``list`` is a value, not a structure
 
 Leaves are ``torch.Tensor`` for numbers.  Strings have no torch type: a string
 element is a Python ``str`` (or ``bytes``) and a batch of strings is a numpy
-array of strings, which supports the same index gathers as a tensor.
+array of strings (of ``bytes``: an object array, so that trailing NUL bytes
+survive), which supports the same index gathers as a tensor.
+
+Inside a random-access pipeline, rows whose tensors differ in shape (a ``map``
+returning variable-length tensors) are held as a *ragged column*: an object
+array of tensors, one per row.  :func:`densify` turns it into a tensor when a
+batch is formed (raising ``batch``'s error when the shapes differ), and
+``padded_batch`` pads it instead.
 
 Example:
     >>> e = to_element({"x": [1.0, 2.0], "name": "a"})
@@ -27,8 +34,9 @@ import torch
 from distrib import nest
 from distrib.errors import DataError, explain
 
-__all__ = ["call_fn", "is_structure", "flatten", "map_structure", "to_element", "stack", "cat", "take",
-           "slice_rows", "unstack", "num_rows", "empty_like", "assert_same_structure"]
+__all__ = ["call_fn", "is_structure", "flatten", "flatten_up_to", "map_structure", "to_element",
+           "stack", "cat", "take", "slice_rows", "unstack", "num_rows", "empty_like",
+           "assert_same_structure", "densify", "is_ragged", "object_array"]
 
 _STRING_KINDS = ("U", "S", "O")
 
@@ -51,6 +59,34 @@ def flatten(x: Any) -> list[Any]:
         [2, 3, 1]
     """
     return nest.flatten(x, lists_are_leaves=True)
+
+
+def flatten_up_to(template: Any, value: Any, what: str) -> list[Any]:
+    """The parts of ``value`` at the leaves of ``template``'s structure (``tf.nest`` "up to").
+
+    Whatever ``value`` holds at a leaf position (a shape tuple, say) is one
+    part.  Raises :class:`DataError` when ``value`` lacks the structure.
+
+    Example:
+        >>> flatten_up_to((1, {'a': 2}), ((3, 4), {'a': [5]}), "padded_shapes")
+        [(3, 4), [5]]
+    """
+    if not is_structure(template):
+        return [value]
+    if isinstance(template, dict):
+        fits = isinstance(value, dict) and set(value) == set(template)
+    else:
+        fits = isinstance(value, (tuple, list)) and len(value) == len(template)
+    if not fits:
+        raise DataError(explain(what, _describe(value),
+                                f"must have the structure of the dataset elements "
+                                f"({_describe(template)})",
+                                "give one entry per component, in the same tuple/dict layout"))
+    out: list[Any] = []
+    kids = [value[k] for k in _keys(template)] if isinstance(template, dict) else list(value)
+    for t, v in zip(_children(template), kids):
+        out.extend(flatten_up_to(t, v, what))
+    return out
 
 
 def assert_same_structure(a: Any, b: Any, what: str = "element") -> None:
@@ -88,7 +124,9 @@ def _leaf(x: Any) -> Any:
         return x
     if isinstance(x, np.ndarray):
         if x.dtype.kind in _STRING_KINDS:
-            return x if x.dtype.kind != "O" else np.array(x.tolist())
+            if x.dtype.kind != "O" or (x.size and all(isinstance(v, bytes) for v in x.flat)):
+                return x
+            return np.array(x.tolist())
         return torch.from_numpy(np.ascontiguousarray(x))
     if isinstance(x, np.generic):
         if isinstance(x, (np.str_, np.bytes_)):
@@ -101,7 +139,7 @@ def _leaf(x: Any) -> Any:
         while flat and isinstance(flat, list) and isinstance(flat[0], list):
             flat = flat[0]
         if flat and isinstance(flat, list) and isinstance(flat[0], (str, bytes)):
-            return np.array(x)
+            return np.array(x, dtype=object if isinstance(flat[0], bytes) else None)
         try:
             return torch.tensor(x)
         except (TypeError, ValueError, RuntimeError):
@@ -130,7 +168,31 @@ def to_element(x: Any, lists_are_tuples: bool = False) -> Any:
     return map_structure(_leaf, x)
 
 
-def _stack_leaves(leaves: list[Any], index: int) -> Any:
+def object_array(items: Sequence[Any]) -> np.ndarray:
+    """A 1-D object array holding ``items`` as they are (bytes, tensors).
+
+    Example:
+        >>> object_array([b"a\\x00", b""]).tolist()
+        [b'a\\x00', b'']
+    """
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
+
+
+def is_ragged(x: Any) -> bool:
+    """Whether ``x`` is a ragged column (an object array of tensors).
+
+    Example:
+        >>> is_ragged(object_array([torch.zeros(1), torch.zeros(2)])), is_ragged(torch.zeros(2))
+        (True, False)
+    """
+    return isinstance(x, np.ndarray) and x.dtype == object and x.size > 0 \
+        and isinstance(x.flat[0], (torch.Tensor, np.ndarray))
+
+
+def _stack_leaves(leaves: list[Any], index: int, ragged: bool = False) -> Any:
     first = leaves[0]
     if first is None:
         return None
@@ -138,18 +200,35 @@ def _stack_leaves(leaves: list[Any], index: int) -> Any:
         shape = first.shape
         for n, t in enumerate(leaves):
             if not isinstance(t, torch.Tensor) or t.shape != shape:
+                if ragged and isinstance(t, torch.Tensor):
+                    return object_array(leaves)
                 got = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
                 raise DataError(explain(
                     "batch", f"element {n} of shape {got}",
                     f"Cannot batch tensors with different shapes in component {index}. "
                     f"First element had shape {list(shape)} and element {n} had shape {got}",
-                    "make every element the same shape (crop or pad in a map before batch)"))
+                    "make every element the same shape (crop or pad in a map before batch), "
+                    "or use padded_batch"))
         return torch.stack(leaves)
-    return np.array(leaves) if isinstance(first, (str, bytes)) else np.stack(leaves)
+    if isinstance(first, bytes):
+        return object_array(leaves)
+    if isinstance(first, np.ndarray) and any(x.shape != first.shape for x in leaves):
+        if ragged:
+            return object_array(leaves)
+        got = next(x.shape for x in leaves if x.shape != first.shape)
+        raise DataError(explain(
+            "batch", f"an element of shape {list(got)}",
+            f"Cannot batch tensors with different shapes in component {index}. First element "
+            f"had shape {list(first.shape)} and another had shape {list(got)}",
+            "make every element the same shape, or use padded_batch"))
+    return np.array(leaves) if isinstance(first, str) else np.stack(leaves)
 
 
-def stack(elements: Sequence[Any]) -> Any:
+def stack(elements: Sequence[Any], ragged: bool = False) -> Any:
     """Batch a non-empty list of elements: every leaf gets a new leading dimension.
+
+    With ``ragged``, tensors of different shapes make a ragged column instead
+    of an error.
 
     Example:
         >>> stack([torch.tensor(1), torch.tensor(2)])
@@ -159,8 +238,23 @@ def stack(elements: Sequence[Any]) -> Any:
     for e in elements[1:]:
         assert_same_structure(first, e)
     columns = list(zip(*[flatten(e) for e in elements]))
-    leaves = [_stack_leaves(list(col), i) for i, col in enumerate(columns)]
+    leaves = [_stack_leaves(list(col), i, ragged) for i, col in enumerate(columns)]
     return _pack(first, leaves)
+
+
+def densify(batch: Any) -> Any:
+    """``batch`` with every ragged column stacked into a tensor (``batch``'s error if it can't).
+
+    Example:
+        >>> densify((object_array([torch.zeros(2), torch.ones(2)]),))
+        (tensor([[0., 0.],
+                [1., 1.]]),)
+    """
+    leaves = flatten(batch)
+    if not any(is_ragged(x) for x in leaves):
+        return batch
+    return _pack(batch, [_stack_leaves(list(x), i) if is_ragged(x) else x
+                         for i, x in enumerate(leaves)])
 
 
 def _pack(template: Any, leaves: list[Any]) -> Any:
@@ -180,6 +274,9 @@ def cat(batches: Sequence[Any]) -> Any:
     def leaf_cat(*xs: Any) -> Any:
         if xs[0] is None:
             return None
+        if any(is_ragged(x) for x in xs):
+            return object_array([row for x in xs for row in
+                                 (x.unbind(0) if isinstance(x, torch.Tensor) else x)])
         if isinstance(xs[0], torch.Tensor):
             return torch.cat(xs)
         return np.concatenate(xs)

@@ -67,24 +67,27 @@ class Ctx:
     ``repeat`` — so a shuffle that reshuffles each iteration draws a new order
     for every epoch and every repetition, the same on every process.
     ``cache`` holds per-iteration values (permutations) shared by all nodes.
+    ``probe`` marks a look at the first element (for ``element_spec``), not a
+    pass over the data: ``cache`` neither records nor replays it.
 
     Example:
         >>> Ctx(epoch=2).child(0).key
         (2, 0)
     """
 
-    __slots__ = ("epoch", "run_seed", "key", "cache")
+    __slots__ = ("epoch", "run_seed", "key", "cache", "probe")
 
     def __init__(self, epoch: int = 0, run_seed: int = 0, key: tuple[int, ...] | None = None,
-                 cache: dict[Any, Any] | None = None) -> None:
+                 cache: dict[Any, Any] | None = None, probe: bool = False) -> None:
         self.epoch = epoch
         self.run_seed = run_seed
         self.key = key if key is not None else (epoch,)
         self.cache = cache if cache is not None else {}
+        self.probe = probe
 
     def child(self, rep: int) -> Ctx:
         """The context of repetition ``rep`` of an enclosing ``repeat``."""
-        return Ctx(self.epoch, self.run_seed, self.key + (rep,), self.cache)
+        return Ctx(self.epoch, self.run_seed, self.key + (rep,), self.cache, self.probe)
 
     def cached(self, key: Any, make: Callable[[], Any]) -> Any:
         """``make()`` once per ``key`` in this iteration (a few entries are kept)."""
@@ -99,9 +102,12 @@ class Ctx:
 class BatchRef:
     """A batch not read yet: the positions of its elements in a random-access dataset.
 
-    ``post`` lists what applies to the whole batch once gathered (``map`` and
-    ``enumerate`` placed after ``batch``).  :meth:`slice` reads only rows
-    ``lo:hi`` when nothing is applied after the gather.
+    ``collate`` turns the gathered rows into the batch (None: stack them, as
+    ``batch`` does; ``padded_batch`` pads them to a common shape).  ``post``
+    lists what applies to the whole batch then (``map`` and ``enumerate``
+    placed after ``batch``).  :meth:`slice` reads only rows ``lo:hi`` when
+    nothing but stacking applies: a padded batch is padded as a whole first,
+    as TF pads a global batch before it is split among replicas.
 
     Example:
         >>> ref = Dataset.range(10).batch(4)._get(torch.tensor([1]), Ctx())[0]
@@ -113,6 +119,7 @@ class BatchRef:
     positions: torch.Tensor
     ctx: Ctx
     post: tuple[tuple[str, Any], ...] = field(default=())
+    collate: Callable[[Any], Any] | None = None
 
     def size(self) -> int:
         """Rows of the batch (gathers it only when a batch-level ``map`` may change it)."""
@@ -122,11 +129,12 @@ class BatchRef:
 
     def with_post(self, op: tuple[str, Any]) -> BatchRef:
         """This batch with one more batch-level transformation."""
-        return BatchRef(self.source, self.positions, self.ctx, self.post + (op,))
+        return BatchRef(self.source, self.positions, self.ctx, self.post + (op,), self.collate)
 
     def materialize(self) -> Any:
         """Gather the whole batch and apply the batch-level transformations."""
-        value = self.source._get(self.positions, self.ctx)
+        rows = self.source._get(self.positions, self.ctx)
+        value = _nest.densify(rows) if self.collate is None else self.collate(rows)
         for kind, arg in self.post:
             if kind == "map":
                 value = arg(value)
@@ -136,8 +144,8 @@ class BatchRef:
 
     def slice(self, lo: int, hi: int) -> Any:
         """Rows ``lo:hi`` of the batch; gathers only those rows when possible."""
-        if not self.post:
-            return self.source._get(self.positions[lo:hi], self.ctx)
+        if not self.post and self.collate is None:
+            return _nest.densify(self.source._get(self.positions[lo:hi], self.ctx))
         return _nest.slice_rows(self.materialize(), lo, hi)
 
 

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,7 +35,7 @@ import torch
 from distrib.data import _nest
 from distrib.data._plan import Ctx, mix
 from distrib.data.options import INFINITE, UNKNOWN, Options, spec_of
-from distrib.errors import InvalidTypeError, UsageError, explain
+from distrib.errors import InvalidTypeError, explain
 
 __all__ = ["Dataset"]
 
@@ -110,8 +111,8 @@ class Dataset:
 
     def _spec(self) -> Any:
         if self._kind == "rows" and self._card() != 0:
-            return spec_of(_nest.unstack(self._get(torch.arange(1), Ctx()))[0])
-        it = self._elements(Ctx())
+            return spec_of(_nest.unstack(self._get(torch.arange(1), Ctx(probe=True)))[0])
+        it = self._elements(Ctx(probe=True))
         first = next(it, _MISSING)
         close = getattr(it, "close", None)
         if close is not None:
@@ -345,6 +346,26 @@ class Dataset:
         from distrib.data.transforms import Batch
         return Batch(self, batch_size, drop_remainder)
 
+    def padded_batch(self, batch_size: int, padded_shapes: Any = None, padding_values: Any = None,
+                     drop_remainder: bool = False) -> Dataset:
+        """Batch elements of different shapes, padding each component to a common shape.
+
+        ``padded_shapes`` (one shape per component, in the element's structure)
+        gives each dimension a fixed size, or None / -1 for the largest in the
+        batch; without it every dimension pads to the batch's largest.
+        ``padding_values`` (one scalar per component, or one for all) default
+        to 0 (False for bool) and the empty string for strings.  An element
+        larger than a fixed size is an error.  Distributed, a padded global
+        batch is split among replicas like any batch.
+
+        Example:
+            >>> ds = Dataset.range(1, 4).map(lambda x: torch.full((int(x),), int(x)))
+            >>> [b.tolist() for b in ds.padded_batch(2, padding_values=-1)]
+            [[[1, -1], [2, 2]], [[3, 3, 3]]]
+        """
+        from distrib.data.padding import PaddedBatch
+        return PaddedBatch(self, batch_size, padded_shapes, padding_values, drop_remainder)
+
     def unbatch(self) -> Dataset:
         """Split every batch back into elements.
 
@@ -408,20 +429,25 @@ class Dataset:
         from distrib.data.streams import Prefetch
         return Prefetch(self, buffer_size)
 
-    def cache(self, filename: str = "") -> Dataset:
-        """Keep the elements of the first complete epoch in memory and replay them.
+    def cache(self, filename: str | os.PathLike[str] = "") -> Dataset:
+        """Keep the elements of the first complete pass and replay them on later passes.
+
+        Without ``filename`` they are kept in memory.  With one, the first
+        complete pass writes them to a file next to ``filename`` (its name
+        also carries a fingerprint of the pipeline before ``cache``), and later
+        passes — and later runs — read the file.  The file appears only when a
+        pass completes (a partial pass leaves nothing that later passes would
+        trust), one process writes it while others read their input, and it is
+        checked when read.  Over an in-memory random-access pipeline (arrays,
+        ``range``) reading is already as cheap as a cache, so it reads through.
 
         Example:
             >>> ds = Dataset.range(3).map(lambda x: x + 1).cache()
             >>> [int(x) for x in ds] == [int(x) for x in ds]
             True
         """
-        from distrib.data.streams import Cache
-        if filename:
-            raise UsageError(explain("cache(filename)", filename,
-                                     "file caches are not supported",
-                                     "call cache() without a file name (in-memory cache)"))
-        return Cache(self)
+        from distrib.data.cache import Cache
+        return Cache(self, os.fspath(filename))
 
     def enumerate(self, start: int = 0) -> Dataset:
         """Pair every element with its index: ``(index, element)``.

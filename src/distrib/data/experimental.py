@@ -1,4 +1,10 @@
-"""``distrib.data.experimental``: the names TF keeps under ``tf.data.experimental``.
+"""``distrib.data.experimental``: the names TF keeps under ``tf.data.experimental``, and
+TFRecord / ``tf.train.Example`` tools TF keeps under ``tf.io``.
+
+``TFRecordWriter`` writes TFRecord files; ``make_example`` serializes a
+``tf.train.Example``; ``parse_single_example`` / ``parse_example`` with
+``FixedLenFeature``, ``VarLenFeature`` and ``FixedLenSequenceFeature`` parse
+them (no TensorFlow or protobuf needed).
 
 Example:
     >>> from distrib.data import experimental
@@ -11,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from distrib.data.dataset import Dataset
+from distrib.data.example_proto import make_example
 from distrib.data.options import (
     AUTOTUNE,
     INFINITE_CARDINALITY,
@@ -19,9 +26,19 @@ from distrib.data.options import (
     AutoShardPolicy,
     DistributeOptions,
 )
+from distrib.data.parsing import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    VarLenFeature,
+    parse_example,
+    parse_single_example,
+)
+from distrib.data.tfrecord import TFRecordWriter
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "SHARD_HINT",
-           "AutoShardPolicy", "DistributeOptions", "cardinality"]
+           "AutoShardPolicy", "DistributeOptions", "cardinality", "TFRecordWriter",
+           "make_example", "parse_single_example", "parse_example", "FixedLenFeature",
+           "VarLenFeature", "FixedLenSequenceFeature"]
 
 
 def cardinality(dataset: Dataset) -> torch.Tensor:

@@ -255,8 +255,9 @@ class TorchSource(Dataset):
         items = getitems(idx) if getitems is not None else [self._ds[i] for i in idx]
         if not items:
             first = _nest.to_element(self._ds[0], lists_are_tuples=True)
-            return _nest.empty_like(_nest.stack([first]))
-        return _nest.stack([_nest.to_element(x, lists_are_tuples=True) for x in items])
+            return _nest.empty_like(_nest.stack([first], ragged=True))
+        return _nest.stack([_nest.to_element(x, lists_are_tuples=True) for x in items],
+                           ragged=True)
 
 
 class ListFiles(Dataset):
@@ -287,6 +288,9 @@ class ListFiles(Dataset):
         if shuffle:
             inner = inner.shuffle(len(self._names), seed=seed)
         super().__init__(inner)
+
+    def _uid_parts(self) -> tuple[Any, ...]:
+        return (tuple(self._names), self._shuffle, self._seed)
 
     def _compute_kind(self) -> str | None:
         return self._inputs[0]._kind
@@ -385,7 +389,7 @@ class TextLineDataset(Dataset):
         if self._files is not None:
             _check_enough(len(self._files), num_shards)
             out._files = self._files[index::num_shards]
-            return out
+            return out._replace_inputs(out._inputs)     # a fingerprint of its own files
         files = self._inputs[0]
         if isinstance(files, ListFiles):
             return out._replace_inputs((files._shard_files(num_shards, index),))

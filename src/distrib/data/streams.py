@@ -1,5 +1,5 @@
-"""Element-wise transformations: map, filter, enumerate, zip, unbatch, interleave, prefetch,
-cache and options.
+"""Element-wise transformations: map, filter, enumerate, zip, unbatch, interleave, prefetch
+and options (``cache`` is in :mod:`distrib.data.cache`).
 
 ``map``, ``enumerate`` and ``zip`` keep a random-access input random access
 (``map`` before ``batch`` runs per element on the gathered rows; after
@@ -28,7 +28,7 @@ from distrib.data.options import AUTOTUNE, INFINITE, UNKNOWN, Options, spec_of
 from distrib.data.transforms import _check_int, _Passthrough
 from distrib.errors import DataError, InvalidTypeError, explain
 
-__all__ = ["Map", "Filter", "Enumerate", "Zip", "Unbatch", "Interleave", "Prefetch", "Cache",
+__all__ = ["Map", "Filter", "Enumerate", "Zip", "Unbatch", "Interleave", "Prefetch",
            "WithOptions", "interleave_iter"]
 
 DEFAULT_CYCLE_LENGTH = 4
@@ -82,11 +82,11 @@ class Map(_Passthrough):
         if self._kind == "refs":
             return [ref.with_post(("map", self._apply)) for ref in got]
         if pos.numel() == 0:
-            return _nest.empty_like(_nest.stack([self._apply(self._first_input())]))
-        return _nest.stack(self._map_many(_nest.unstack(got)))
+            return _nest.empty_like(_nest.stack([self._apply(self._first_input())], ragged=True))
+        return _nest.stack(self._map_many(_nest.unstack(got)), ragged=True)
 
     def _first_input(self) -> Any:
-        return _nest.unstack(self._input._get(torch.arange(1), Ctx()))[0]
+        return _nest.unstack(self._input._get(torch.arange(1), Ctx(probe=True)))[0]
 
     def _stream(self, ctx: Ctx) -> Iterator[Any]:
         it = self._input._elements(ctx)
@@ -328,7 +328,7 @@ class Interleave(_Passthrough):
             raise InvalidTypeError(explain("map_func result", type(sub).__name__,
                                            "must be a distrib.data.Dataset",
                                            "return Dataset.from_tensors(...) or a reader"))
-        return sub._elements(Ctx(ctx.epoch, ctx.run_seed, ctx.key, ctx.cache))
+        return sub._elements(Ctx(ctx.epoch, ctx.run_seed, ctx.key, ctx.cache, ctx.probe))
 
     def _stream(self, ctx: Ctx) -> Iterator[Any]:
         return interleave_iter(self._input._elements(ctx), lambda e: self._open(e, ctx),
@@ -364,48 +364,6 @@ class Prefetch(_Passthrough):
 
     def _stream(self, ctx: Ctx) -> Iterator[Any]:
         return self._elements(ctx)
-
-
-class Cache(_Passthrough):
-    """``cache``: the first complete epoch is kept in memory and replayed after.
-
-    Over a pure random-access input (no user code) the gathers are already
-    cheap and deterministic, so the cache reads through.
-
-    Example:
-        >>> Cache(Dataset.range(3))._kind   # pure input: reads through
-        'rows'
-    """
-
-    def __init__(self, dataset: Dataset) -> None:
-        self._store: list[Any] | None = None
-        super().__init__(dataset)
-
-    def _compute_kind(self) -> str | None:
-        inner = self._inputs[0]
-        return inner._kind if inner._kind is not None and inner._pure() else None
-
-    def _replace_inputs(self, inputs: tuple[Dataset, ...]) -> Dataset:
-        out = super()._replace_inputs(inputs)
-        assert isinstance(out, Cache)
-        out._store = None   # a rewritten pipeline (a file shard) has other elements
-        return out
-
-    def _card(self) -> int:
-        return self._input._card()
-
-    def _get(self, pos: torch.Tensor, ctx: Ctx) -> Any:
-        return self._input._get(pos, ctx)
-
-    def _stream(self, ctx: Ctx) -> Iterator[Any]:
-        if self._store is not None:
-            yield from self._store
-            return
-        seen: list[Any] = []
-        for element in self._input._elements(ctx):
-            seen.append(element)
-            yield element
-        self._store = seen
 
 
 class WithOptions(_Passthrough):

@@ -66,8 +66,9 @@ def _byte_tables_of(images: np.ndarray) -> np.ndarray:
 
 
 def _apply(tables: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return (tables[0][x & 0xFF] ^ tables[1][(x >> 8) & 0xFF]
-            ^ tables[2][(x >> 16) & 0xFF] ^ tables[3][x >> 24])
+    out: np.ndarray = (tables[0][x & 0xFF] ^ tables[1][(x >> 8) & 0xFF]
+                       ^ tables[2][(x >> 16) & 0xFF] ^ tables[3][x >> 24])
+    return out
 
 
 @lru_cache(maxsize=2)

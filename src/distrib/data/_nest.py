@@ -124,7 +124,7 @@ def _leaf(x: Any) -> Any:
         return x
     if isinstance(x, np.ndarray):
         if x.dtype.kind in _STRING_KINDS:
-            if x.dtype.kind != "O" or (x.size and all(isinstance(v, bytes) for v in x.flat)):
+            if x.dtype.kind != "O" or all(isinstance(v, bytes) for v in x.flat):
                 return x
             return np.array(x.tolist())
         return torch.from_numpy(np.ascontiguousarray(x))

@@ -187,6 +187,8 @@ def _kind_and_values(name: str, value: Any) -> tuple[str, Any]:
     if isinstance(value, (bytes, str, int, float, bool, np.generic)):
         value = [value]
     arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
+    if not isinstance(value, np.ndarray) and arr.size == 0:
+        arr = np.asarray([], dtype=object)      # an empty list: no type to write
     if arr.dtype.kind in "biu":
         return "int64", arr.astype(np.int64).ravel()
     if arr.dtype.kind == "f":
@@ -225,7 +227,7 @@ def make_example(features: Mapping[str, Any]) -> bytes:
 
     Example:
         >>> make_example({"label": 1}).hex()
-        '0a110a0f0a056c6162656c12061a040a020101'
+        '0a100a0e0a056c6162656c12051a030a0101'
     """
     if not isinstance(features, Mapping):
         raise InvalidTypeError(explain("make_example(features)", type(features).__name__,

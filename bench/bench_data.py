@@ -12,7 +12,17 @@ the other rows are still measured).  Also shown: the same dataset through
 ``distribute_dataset`` on one replica (the path ``strategy.experimental_distribute_dataset``
 takes) and a ``torch.utils.data.DataLoader(TensorDataset, shuffle=True, batch_size=64)``.
 
-    python bench/bench_data.py [--epochs 3] [--json out.json]
+Second part: TFRecord read throughput.  Two files of about ``--tfrecord-mb`` MB each
+(small records of 160 bytes, and large ones of 100 KB) are written with
+``distrib.data.experimental.TFRecordWriter``, then read whole by
+``distrib.data.TFRecordDataset`` and by ``tf.data.TFRecordDataset``, record by record
+and in batches of 1024; both check every record's checksums.  TensorFlow runs in a
+subprocess (``--tf-python``, by default /work/tfvenv/bin/python when it exists, else
+this interpreter) with as many intra- and inter-op threads as torch has here.
+Records/s and MB/s are the median of three reads after a warm-up read.
+
+    python bench/bench_data.py [--epochs 3] [--json out.json] [--tfrecord-mb 48]
+                               [--tf-python PATH] [--skip-pipeline]
 
 Not a test: it measures, it asserts nothing.
 """
@@ -21,7 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -85,22 +99,153 @@ def bench_tf(x: np.ndarray, y: np.ndarray, epochs: int) -> list[float] | None:
     return rates(lambda: ds, epochs)
 
 
+TFRECORD_SHAPES = {"small records (160 B)": 160, "large records (100 KB)": 100_000}
+READ_MODES = ("per record", "batch(1024)")
+
+TF_READER = """
+import json, statistics, sys, time
+import tensorflow as tf
+threads = int(sys.argv[1])
+tf.config.threading.set_intra_op_parallelism_threads(threads)
+tf.config.threading.set_inter_op_parallelism_threads(threads)
+out = {}
+for path in sys.argv[2:]:
+    for mode in ("per record", "batch(1024)"):
+        ds = tf.data.TFRecordDataset(path)
+        if mode != "per record":
+            ds = ds.batch(1024)
+        times = []
+        for rep in range(4):
+            start = time.perf_counter()
+            for _ in ds:
+                pass
+            if rep:
+                times.append(time.perf_counter() - start)
+        out[path + "|" + mode] = statistics.median(times)
+print(json.dumps(out))
+"""
+
+
+def write_tfrecords(root: str, megabytes: float) -> dict[str, tuple[str, int, int]]:
+    """``{label: (path, records, payload bytes)}`` of the benchmark files."""
+    from distrib.data.experimental import TFRecordWriter
+
+    rng = np.random.default_rng(1)
+    files = {}
+    for label, size in TFRECORD_SHAPES.items():
+        count = max(1, int(megabytes * 1e6) // (size + 16))
+        path = os.path.join(root, f"{size}.tfrecord")
+        pool = rng.integers(0, 256, size + 4096, dtype=np.uint8).tobytes()
+        with TFRecordWriter(path) as writer:
+            for i in range(count):
+                writer.write(pool[i % 4096:i % 4096 + size])
+        files[label] = (path, count, count * size)
+    return files
+
+
+def time_distrib_reads(path: str) -> dict[str, float]:
+    from distrib.data import TFRecordDataset
+
+    out = {}
+    for mode in READ_MODES:
+        ds = TFRecordDataset(path)
+        if mode != "per record":
+            ds = ds.batch(1024)
+        times = []
+        for rep in range(4):
+            start = time.perf_counter()
+            for _ in ds:
+                pass
+            if rep:
+                times.append(time.perf_counter() - start)
+        out[mode] = statistics.median(times)
+    return out
+
+
+def find_tf_python(given: str | None) -> str | None:
+    if given:
+        return given
+    if os.path.exists("/work/tfvenv/bin/python"):
+        return "/work/tfvenv/bin/python"
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError:
+        return None
+    return sys.executable
+
+
+def time_tf_reads(python: str | None, paths: list[str]) -> dict[str, float] | None:
+    if python is None:
+        return None
+    threads = torch.get_num_threads()
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([python, "-c", TF_READER, str(threads), *paths], env=env,
+                          capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        print(f"tf.data TFRecord reads failed: {proc.stderr[-500:]}")
+        return None
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def bench_tfrecord(megabytes: float, tf_python: str | None) -> dict[str, dict[str, float]]:
+    """Records/s and MB/s of distrib's and TF's TFRecordDataset; prints a table."""
+    summary: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as root:
+        files = write_tfrecords(root, megabytes)
+        tf_times = time_tf_reads(find_tf_python(tf_python), [p for p, _, _ in files.values()])
+        print(f"\nTFRecord reads, {torch.get_num_threads()} threads "
+              f"(TF: {'not measured' if tf_times is None else 'subprocess'})")
+        print(f"{'file':<24} {'read':<12} {'contender':<14} {'records/s':>11} {'MB/s':>8} "
+              f"{'vs tf.data':>11}")
+        for label, (path, count, payload) in files.items():
+            mine = time_distrib_reads(path)
+            for mode in READ_MODES:
+                theirs = None if tf_times is None else tf_times[f"{path}|{mode}"]
+                for name, secs in (("tf.data", theirs), ("distrib.data", mine[mode])):
+                    if secs is None:
+                        continue
+                    ratio = f"{theirs / secs:.2f}x" if theirs else "-"
+                    print(f"{label:<24} {mode:<12} {name:<14} {count / secs:>11.0f} "
+                          f"{payload / secs / 1e6:>8.1f} {ratio:>11}")
+                    summary[f"{label} | {mode} | {name}"] = {
+                        "records_per_s": count / secs, "mb_per_s": payload / secs / 1e6}
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--json", default=None, help="also write the figures here")
+    parser.add_argument("--tfrecord-mb", type=float, default=48.0,
+                        help="size of each TFRecord benchmark file (0: skip that part)")
+    parser.add_argument("--tf-python", default=None,
+                        help="a Python interpreter with tensorflow, for the TFRecord part")
+    parser.add_argument("--skip-pipeline", action="store_true",
+                        help="only the TFRecord part")
     args = parser.parse_args()
+    summary: dict[str, Any] = {}
+    if not args.skip_pipeline:
+        summary.update(bench_pipeline(args.epochs))
+    if args.tfrecord_mb > 0:
+        summary.update(bench_tfrecord(args.tfrecord_mb, args.tf_python))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
 
+
+def bench_pipeline(epochs: int) -> dict[str, Any]:
+    """The shuffle/batch/prefetch pipeline against tf.data; prints a table."""
     x, y = make_data()
-    results: dict[str, list[float] | None] = {"tf.data": bench_tf(x, y, args.epochs)}
+    results: dict[str, list[float] | None] = {"tf.data": bench_tf(x, y, epochs)}
     if results["tf.data"] is None:
         print("tensorflow not installed: tf.data not measured")
-    results["distrib.data"] = bench_distrib(x, y, args.epochs)
-    results["distrib.data, distributed (1 replica)"] = bench_distributed(x, y, args.epochs)
-    results["torch DataLoader"] = bench_dataloader(x, y, args.epochs)
+    results["distrib.data"] = bench_distrib(x, y, epochs)
+    results["distrib.data, distributed (1 replica)"] = bench_distributed(x, y, epochs)
+    results["torch DataLoader"] = bench_dataloader(x, y, epochs)
 
     tf_rate = statistics.median(results["tf.data"]) if results["tf.data"] else None
-    print(f"shuffle({ROWS}).batch({BATCH}).prefetch(AUTOTUNE), {args.epochs} epochs, "
+    print(f"shuffle({ROWS}).batch({BATCH}).prefetch(AUTOTUNE), {epochs} epochs, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"{'pipeline':<40} {'batches/s':>10} {'vs tf.data':>11}")
     summary = {}
@@ -112,9 +257,7 @@ def main() -> None:
         ratio = f"{rate / tf_rate:.2f}x" if tf_rate else "-"
         print(f"{name:<40} {rate:>10.0f} {ratio:>11}")
         summary[name] = {"batches_per_s": rate, "epochs": values}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=1)
+    return summary
 
 
 if __name__ == "__main__":

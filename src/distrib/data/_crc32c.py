@@ -113,21 +113,21 @@ def _raw_pieces(words: list[np.ndarray], ends: np.ndarray, lead: np.ndarray | No
         lanes = np.flatnonzero(starts % 4 == align)
         if lanes.size == 0:
             continue
-        view = words[align]
         base = (starts[lanes] - align) // 4
-        crc = np.zeros(lanes.size, dtype=np.uint32)
-        first = 0
-        pad = None
+        first = 0 if lead is None else int(lead[lanes].min()) // 4
+        steps = np.arange(first, PIECE // 4)
+        # one gather: the words of every lane, one row per step (rows are contiguous)
+        cols = np.ascontiguousarray(words[align][base[None, :] + steps[:, None]])
         if lead is not None:
-            pad = lead[lanes]
-            first = int(pad.min()) // 4
-        for t in range(first, PIECE // 4):
-            word = view[base + t]
-            if pad is not None:
-                zeroed = np.clip(pad - 4 * t, 0, 4)
-                word = word & _LEAD_MASKS[zeroed]
-            crc ^= word
-            crc = lo[crc & 0xFFFF] ^ hi[crc >> 16]
+            cols &= _LEAD_MASKS[np.clip(lead[lanes][None, :] - 4 * steps[:, None], 0, 4)]
+        crc = np.zeros(lanes.size, dtype=np.uint32)
+        low = np.empty(lanes.size, dtype=np.uint32)
+        high = np.empty(lanes.size, dtype=np.uint32)
+        for row in cols:
+            crc ^= row
+            np.bitwise_and(crc, 0xFFFF, out=low)
+            np.right_shift(crc, 16, out=high)
+            np.bitwise_xor(lo.take(low), hi.take(high), out=crc)
         out[lanes] = crc
     return out
 

@@ -235,6 +235,8 @@ def stack(elements: Sequence[Any], ragged: bool = False) -> Any:
         tensor([1, 2])
     """
     first = elements[0]
+    if not is_structure(first) and not any(is_structure(e) for e in elements):
+        return _stack_leaves(list(elements), 0, ragged)          # one component: no walk
     for e in elements[1:]:
         assert_same_structure(first, e)
     columns = list(zip(*[flatten(e) for e in elements]))

@@ -331,6 +331,8 @@ class Interleave(_Passthrough):
         return sub._elements(Ctx(ctx.epoch, ctx.run_seed, ctx.key, ctx.cache, ctx.probe))
 
     def _stream(self, ctx: Ctx) -> Iterator[Any]:
+        if self._cycle == 1:                    # flat_map: one input after the other
+            return (x for e in self._input._elements(ctx) for x in self._open(e, ctx))
         return interleave_iter(self._input._elements(ctx), lambda e: self._open(e, ctx),
                                self._cycle, self._block)
 

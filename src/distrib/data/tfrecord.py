@@ -176,9 +176,10 @@ def _records(stream: Any, path: str, compression: str) -> Iterator[bytes]:
             pos = end
         failed = _check_block(buf, base, offsets, lengths)
         good = len(offsets) if failed is None else failed[0]
-        for k in range(good):
-            start = offsets[k] + _HEADER
-            yield bytes(buf[start:start + lengths[k]])
+        with memoryview(buf) as view:
+            out = [bytes(view[s + _HEADER:s + _HEADER + n])
+                   for s, n in zip(offsets[:good], lengths[:good])]
+        yield from out
         if failed is not None:
             raise _loss(path, "corrupted", failed[1], compression)
         need = _BLOCK

@@ -90,6 +90,7 @@ def test_a_second_concurrent_iterator_reads_its_input_without_writing(tmp_path: 
     a = [next(it1)]
     b = list(it2)                      # it1 holds the lock: it2 reads through
     assert cache_files(tmp_path) == []
+    assert [plain(e) for e in ds] == [plain(e) for e in b]     # no waiting for it1: same thread
     a += list(it1)
     assert [plain(e) for e in a] == [plain(e) for e in b] and len(cache_files(tmp_path)) == 1
 

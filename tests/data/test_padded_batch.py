@@ -77,6 +77,10 @@ def test_tuples_strings_dicts_and_one_value_for_all() -> None:
     assert lists(Dataset.range(1, 6).padded_batch(2)) == [[1, 2], [3, 4], [5]]
     empty_first = Dataset.range(3).map(lambda x: torch.full((int(x),), int(x)))
     assert lists(empty_first.padded_batch(3)) == [[[0, 0], [1, 0], [2, 2]]]
+    rows = Dataset.from_tensor_slices((torch.ones(3, 2), torch.arange(3)))   # same shapes
+    assert lists(rows.padded_batch(2, padded_shapes=([4], []))) == [
+        ([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]], [0, 1]), ([[1.0, 1.0, 0.0, 0.0]], [2])]
+    assert lists(rows.padded_batch(3)) == lists(rows.batch(3))
 
 
 def test_errors_keep_tensorflows_words() -> None:

@@ -79,6 +79,10 @@ def _nbytes(leaves: list[Any]) -> int:
                len(x) if isinstance(x, (str, bytes)) else 64 for x in leaves)
 
 
+_HELD: set[str] = set()
+"""The lock files this process holds (an iterator of this process is writing)."""
+
+
 class _Lock:
     """An exclusive ``flock`` on a lock file, taken without blocking (released on close)."""
 
@@ -91,6 +95,7 @@ class _Lock:
             self._file.close()
             self._file = None
             return
+        _HELD.add(path)
         self._file.seek(0)
         self._file.truncate()
         self._file.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
@@ -105,10 +110,17 @@ class _Lock:
             fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
             self._file.close()
             self._file = None
+            _HELD.discard(self.path)
 
 
 def _wait_for_writer(lock_path: str, target: str) -> None:
-    """Return once no process holds ``lock_path`` (at most :data:`WAIT_SECONDS`)."""
+    """Return once no other process holds ``lock_path`` (at most :data:`WAIT_SECONDS`).
+
+    An iterator of this process that holds it cannot finish while this one
+    waits, so then there is nothing to wait for: the pass reads its input.
+    """
+    if lock_path in _HELD:
+        return
     start = time.monotonic()
     delay = 0.01
     while True:

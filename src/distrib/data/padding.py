@@ -148,15 +148,28 @@ def _pad_column(items: list[Any], entry: list[int | None] | None, value: Any) ->
     return arr if isinstance(pad, bytes) else arr.astype(str)
 
 
-def _rows(column: Any) -> list[Any]:
-    if isinstance(column, torch.Tensor):
-        return list(column.unbind(0))
+def _pad_dense(column: torch.Tensor, entry: list[int | None] | None, value: Any) -> Any:
+    """A stacked tensor column (every row of one shape): padded in one copy, if at all."""
+    target = _target([column[0]], entry)
+    pad = _pad_value(value, column[0])
+    if target == tuple(column.shape[1:]):
+        return column
+    out = torch.full((column.shape[0], *target), pad, dtype=column.dtype)
+    out[(slice(None), *[slice(0, n) for n in column.shape[1:]])] = column
+    return out
+
+
+def _rows(column: Any) -> Any:
+    if isinstance(column, torch.Tensor) and column.dim() and column.shape[0]:
+        return column
     return list(column)
 
 
-def pad_components(template: Any, columns: list[list[Any]], padded_shapes: Any,
+def pad_components(template: Any, columns: list[Any], padded_shapes: Any,
                    padding_values: Any) -> Any:
     """One padded batch: ``columns[i]`` holds component ``i`` of every element.
+
+    A column is a list of the elements' values, or a tensor stacking them.
 
     ``template`` is an element (or batch) giving the structure.
 
@@ -171,8 +184,9 @@ def pad_components(template: Any, columns: list[list[Any]], padded_shapes: Any,
         values = [padding_values] * n
     else:
         values = _nest.flatten_up_to(template, padding_values, "padding_values")
-    leaves = [None if col[0] is None else _pad_column(col, shapes[i], values[i])
-              for i, col in enumerate(columns)]
+    leaves = [None if col[0] is None else
+              _pad_dense(col, shapes[i], values[i]) if isinstance(col, torch.Tensor) else
+              _pad_column(col, shapes[i], values[i]) for i, col in enumerate(columns)]
     it = iter(leaves)
     return _nest.map_structure(lambda _: next(it), template)
 

@@ -107,6 +107,9 @@ def test_make_example_writes_tensorflows_bytes() -> None:
     assert [make_example(first), make_example(last)] == [records()[0], records()[4]]
     with pytest.raises(InvalidTypeError, match="an empty list has no type"):
         make_example({"x": []})
+    raw = parse_single_example(make_example({"b": [b"a\x00", "\u00e9"]}),
+                               {"b": VarLenFeature("string")})
+    assert raw["b"].tolist() == [b"a\x00", "\u00e9".encode()]
 
 
 def test_unpacked_repeated_values_and_unknown_fields_are_read_as_tf_does() -> None:

@@ -24,7 +24,7 @@ import torch
 
 from distrib.errors import DataError, InvalidTypeError, explain
 
-__all__ = ["decode_example", "make_example", "KINDS"]
+__all__ = ["decode_example", "index_example", "feature_values", "make_example", "KINDS"]
 
 KINDS = {1: "bytes", 2: "float", 3: "int64"}
 _FIELD_OF = {v: k for k, v in KINDS.items()}
@@ -78,6 +78,8 @@ def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int, int]]:
 
 def _packed_varints(buf: bytes, start: int, stop: int) -> np.ndarray:
     raw = np.frombuffer(buf, dtype=np.uint8, count=stop - start, offset=start)
+    if buf[start:stop].isascii():             # every value below 128: one byte each
+        return raw.astype(np.int64)
     ends = np.flatnonzero(raw < 0x80)
     if raw.size and (ends.size == 0 or ends[-1] != raw.size - 1):
         raise _Malformed(f"a packed int64 list at byte {start} is cut off")
@@ -93,10 +95,17 @@ def _packed_varints(buf: bytes, start: int, stop: int) -> np.ndarray:
 
 def _list_values(buf: bytes, kind: str, start: int, stop: int) -> Any:
     """The values of a BytesList / FloatList / Int64List message in ``buf[start:stop]``."""
+    if kind != "bytes" and stop - start >= 2 and buf[start] == 0x0A:
+        size, pos = _varint(buf, start + 1, stop)
+        if pos + size == stop:                  # the usual encoding: one packed field
+            if kind == "float":
+                if size % 4:
+                    raise _Malformed(f"a packed float list at byte {pos} is cut off")
+                return np.frombuffer(buf, dtype="<f4", count=size // 4, offset=pos)
+            return _packed_varints(buf, pos, stop)
     if kind == "bytes":
         return [buf[s:e] for f, w, s, e in _fields(buf, start, stop) if f == 1 and w == 2]
-    floats: list[Any] = []
-    ints: list[Any] = []
+    parts: list[Any] = []
     for f, w, s, e in _fields(buf, start, stop):
         if f != 1:
             continue
@@ -104,26 +113,109 @@ def _list_values(buf: bytes, kind: str, start: int, stop: int) -> Any:
             if w == 2:
                 if (e - s) % 4:
                     raise _Malformed(f"a packed float list at byte {s} is cut off")
-                floats.append(np.frombuffer(buf, dtype="<f4", count=(e - s) // 4, offset=s))
+                parts.append(np.frombuffer(buf, dtype="<f4", count=(e - s) // 4, offset=s))
             elif w == 5:
-                floats.append(np.array(struct.unpack_from("<f", buf, s), dtype=np.float32))
+                parts.append(np.array(struct.unpack_from("<f", buf, s), dtype=np.float32))
         elif w == 2:
-            ints.append(_packed_varints(buf, s, e))
+            parts.append(_packed_varints(buf, s, e))
         elif w == 0:
-            ints.append(np.array([s - (1 << 64) if s >= 1 << 63 else s], dtype=np.int64))
-    parts = floats if kind == "float" else ints
+            parts.append(np.array([s - (1 << 64) if s >= 1 << 63 else s], dtype=np.int64))
     dtype = np.float32 if kind == "float" else np.int64
     if not parts:
         return np.zeros(0, dtype=dtype)
     return parts[0].astype(dtype) if len(parts) == 1 else np.concatenate(parts).astype(dtype)
 
 
-def _feature(buf: bytes, start: int, stop: int) -> tuple[str | None, Any]:
+def _first_list(buf: bytes, start: int, stop: int) -> tuple[str | None, int, int]:
     """The first list of a Feature message (later ones are ignored, as TF's parser does)."""
     for f, w, s, e in _fields(buf, start, stop):
         if w == 2 and f in KINDS:
-            return KINDS[f], _list_values(buf, KINDS[f], s, e)
-    return None, None
+            return KINDS[f], s, e
+    return None, 0, 0
+
+
+def _entry(buf: bytes, pos: int, end: int) -> tuple[str, tuple[str | None, int, int]]:
+    # the usual layout: key (field 1), then a Feature (field 2) holding one list
+    if pos < end and buf[pos] == 0x0A:
+        size, p = _varint(buf, pos + 1, end)
+        if p + size < end and buf[p + size] == 0x12:
+            key = buf[p:p + size].decode("utf-8")
+            size, fstart = _varint(buf, p + size + 1, end)
+            if fstart + size == end and size >= 2 and buf[fstart] in (0x0A, 0x12, 0x1A):
+                lsize, lstart = _varint(buf, fstart + 1, end)
+                if lstart + lsize == end:
+                    return key, (KINDS[buf[fstart] >> 3], lstart, end)
+    key = ""
+    feature: tuple[str | None, int, int] = (None, 0, 0)
+    for f, w, s, e in _fields(buf, pos, end):
+        if f == 1 and w == 2:
+            key = buf[s:e].decode("utf-8")
+        elif f == 2 and w == 2:
+            feature = _first_list(buf, s, e)
+    return key, feature
+
+
+def _index(buf: bytes) -> dict[str, tuple[str | None, int, int]]:
+    """``{name: (kind, start, stop)}``: where each feature's list is (values not decoded)."""
+    out: dict[str, tuple[str | None, int, int]] = {}
+    for f, w, s, e in _fields(buf, 0, len(buf)):
+        if f != 1 or w != 2:
+            continue
+        pos = s
+        while pos < e:                      # Features: map entries (field 1), fast path
+            tag = buf[pos]
+            if tag == 0x0A:
+                size, body = _varint(buf, pos + 1, e)
+                if body + size > e:
+                    raise _Malformed(f"a map entry at byte {body} runs past the end")
+                key, feature = _entry(buf, body, body + size)
+                out[key] = feature
+                pos = body + size
+            else:
+                pos = _field_end(buf, pos, e)
+                if pos > e:
+                    raise _Malformed(f"a field at byte {pos} runs past the end")
+    return out
+
+
+def _field_end(buf: bytes, pos: int, end: int) -> int:
+    """Where the field starting at ``pos`` ends."""
+    key, p = _varint(buf, pos, end)
+    wire = key & 7
+    if wire == 0:
+        return _varint(buf, p, end)[1]
+    if wire == 2:
+        size, p = _varint(buf, p, end)
+        return p + size
+    if wire in (1, 5):
+        return p + (8 if wire == 1 else 4)
+    raise _Malformed(f"wire type {wire} of field {key >> 3} is not supported")
+
+
+def index_example(serialized: Any) -> tuple[bytes, dict[str, tuple[str | None, int, int]]]:
+    """The bytes of an Example and where each of its features is (see :func:`feature_values`).
+
+    Example:
+        >>> blob, where = index_example(make_example({"n": [1, -2]}))
+        >>> feature_values(blob, where["n"])
+        ('int64', array([ 1, -2]))
+    """
+    buf = bytes(serialized)
+    try:
+        return buf, _index(buf)
+    except (_Malformed, UnicodeDecodeError, IndexError) as err:
+        raise _parse_error(buf, err) from None
+
+
+def feature_values(buf: bytes, where: tuple[str | None, int, int]) -> tuple[str | None, Any]:
+    """``(kind, values)`` of one feature located by :func:`index_example`."""
+    kind, start, stop = where
+    if kind is None:
+        return None, None
+    try:
+        return kind, _list_values(buf, kind, start, stop)
+    except (_Malformed, IndexError) as err:
+        raise _parse_error(buf, err) from None
 
 
 def decode_example(serialized: bytes | bytearray | memoryview) -> dict[str, tuple[str | None, Any]]:
@@ -136,29 +228,15 @@ def decode_example(serialized: bytes | bytearray | memoryview) -> dict[str, tupl
         >>> decode_example(make_example({"n": [1, -2]}))
         {'n': ('int64', array([ 1, -2]))}
     """
-    buf = bytes(serialized)
-    out: dict[str, tuple[str | None, Any]] = {}
-    try:
-        for f, w, s, e in _fields(buf, 0, len(buf)):
-            if f != 1 or w != 2:
-                continue
-            for ff, fw, fs, fe in _fields(buf, s, e):
-                if ff != 1 or fw != 2:
-                    continue
-                key: str = ""
-                value: tuple[str | None, Any] = (None, None)
-                for ef, ew, es, ee in _fields(buf, fs, fe):
-                    if ef == 1 and ew == 2:
-                        key = buf[es:ee].decode("utf-8")
-                    elif ef == 2 and ew == 2:
-                        value = _feature(buf, es, ee)
-                out[key] = value
-    except (_Malformed, UnicodeDecodeError) as err:
-        raise DataError(explain("serialized", _preview(buf),
-                                f"Could not parse example input: {err}",
-                                "pass the bytes of a serialized tf.train.Example (a record of "
-                                "a TFRecord file of Examples)")) from None
-    return out
+    buf, where = index_example(serialized)
+    return {k: feature_values(buf, w) for k, w in where.items()}
+
+
+def _parse_error(buf: bytes, err: Exception) -> DataError:
+    return DataError(explain("serialized", _preview(buf),
+                             f"Could not parse example input: {err}",
+                             "pass the bytes of a serialized tf.train.Example (a record of "
+                             "a TFRecord file of Examples)"))
 
 
 def _preview(buf: bytes) -> str:
@@ -186,6 +264,9 @@ def _kind_and_values(name: str, value: Any) -> tuple[str, Any]:
         value = value.detach().cpu().numpy()
     if isinstance(value, (bytes, str, int, float, bool, np.generic)):
         value = [value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (bytes, str))
+                                                         for v in value):
+        return "bytes", [v.encode() if isinstance(v, str) else v for v in value]   # keeps NULs
     arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
     if not isinstance(value, np.ndarray) and arr.size == 0:
         arr = np.asarray([], dtype=object)      # an empty list: no type to write

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from distrib.data.example_proto import decode_example
+from distrib.data.example_proto import feature_values, index_example
 from distrib.errors import DataError, InvalidTypeError, UsageError, explain
 
 __all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature",
@@ -126,10 +126,17 @@ def _as_strings(values: Any) -> np.ndarray:
 def _finish(values: Any, dtype: Any, shape: tuple[int, ...]) -> Any:
     """``values`` (numpy array or list of bytes) as the torch form of ``dtype`` and ``shape``."""
     if dtype == "string":
+        if not shape and len(values) == 1:
+            return bytes(values[0])
         arr = _as_strings(values) if isinstance(values, list) else values
         arr = arr.reshape(shape)
         return arr.item() if not shape else arr
-    return torch.from_numpy(np.ascontiguousarray(values)).to(dtype).reshape(shape)
+    if not values.flags.writeable:           # a view of the record's bytes: copy it
+        values = values.copy()
+    out = torch.from_numpy(values)
+    if out.dtype != dtype:
+        out = out.to(dtype)
+    return out if tuple(out.shape) == shape else out.reshape(shape)
 
 
 def _default(key: str, spec: Any, dtype: Any, shape: tuple[int, ...]) -> Any:
@@ -174,11 +181,11 @@ class _Spec:
         if isinstance(spec, FixedLenFeature) and spec.default_value is not None:
             self.default = _default(key, spec, self.dtype, self.shape)
 
-    def values(self, found: tuple[str | None, Any] | None) -> Any:
+    def values(self, buf: bytes, where: tuple[str | None, int, int] | None) -> Any:
         """The example's raw values of this feature (checked), or None when missing."""
-        if found is None:
+        if where is None:
             return None
-        kind, values = found
+        kind, values = feature_values(buf, where)
         if kind is None:
             return [] if self.kind == "bytes" else np.zeros(0, dtype=np.float32
                                                              if self.kind == "float" else np.int64)
@@ -232,12 +239,23 @@ def _empty(dtype: Any, shape: tuple[int, ...]) -> Any:
     return torch.zeros(shape, dtype=dtype)
 
 
+_SPEC_CACHE: dict[Any, tuple[list[Any], list[_Spec]]] = {}
+"""Checked specs by the identity of the feature specs (kept alive here, so ids stay theirs)."""
+
+
 def _specs(features: Any) -> list[_Spec]:
     if not isinstance(features, Mapping):
         raise InvalidTypeError(explain("features", type(features).__name__,
                                        "must be a dict of feature name to feature spec",
                                        "pass {'label': FixedLenFeature([], torch.int64)}"))
-    return [_Spec(str(k), v) for k, v in features.items()]
+    key = tuple((k, id(v)) for k, v in features.items())
+    cached = _SPEC_CACHE.get(key)
+    if cached is None or any(a is not b for a, b in zip(cached[0], features.values())):
+        cached = (list(features.values()), [_Spec(str(k), v) for k, v in features.items()])
+        if len(_SPEC_CACHE) >= 64:
+            _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
+        _SPEC_CACHE[key] = cached
+    return cached[1]
 
 
 def _blob(serialized: Any) -> bytes:
@@ -264,8 +282,8 @@ def parse_single_example(serialized: Any, features: Mapping[str, Any]) -> dict[s
         ([1, 2, 3], 0.5)
     """
     specs = _specs(features)
-    found = decode_example(_blob(serialized))
-    return {s.key: s.dense(s.values(found.get(s.key))) for s in specs}
+    buf, where = index_example(_blob(serialized))
+    return {s.key: s.dense(s.values(buf, where.get(s.key))) for s in specs}
 
 
 def parse_example(serialized: Iterable[Any], features: Mapping[str, Any]) -> dict[str, Any]:
@@ -286,10 +304,10 @@ def parse_example(serialized: Iterable[Any], features: Mapping[str, Any]) -> dic
                                        "must be a batch (list or array) of serialized Examples",
                                        "use parse_single_example for one Example"))
     specs = _specs(features)
-    rows = [decode_example(_blob(s)) for s in serialized]
+    rows = [index_example(_blob(s)) for s in serialized]
     out: dict[str, Any] = {}
     for spec in specs:
-        values = [spec.dense(spec.values(found.get(spec.key))) for found in rows]
+        values = [spec.dense(spec.values(buf, where.get(spec.key))) for buf, where in rows]
         out[spec.key] = _stack(spec, values)
     return out
 

@@ -432,14 +432,10 @@ class Dataset:
     def cache(self, filename: str | os.PathLike[str] = "") -> Dataset:
         """Keep the elements of the first complete pass and replay them on later passes.
 
-        Without ``filename`` they are kept in memory.  With one, the first
-        complete pass writes them to a file next to ``filename`` (its name
-        also carries a fingerprint of the pipeline before ``cache``), and later
-        passes — and later runs — read the file.  The file appears only when a
-        pass completes (a partial pass leaves nothing that later passes would
-        trust), one process writes it while others read their input, and it is
-        checked when read.  Over an in-memory random-access pipeline (arrays,
-        ``range``) reading is already as cheap as a cache, so it reads through.
+        Without ``filename``, in memory; with one, the first complete pass
+        writes ``<filename>.<fingerprint>.cache`` (atomically, by one process)
+        and later passes and runs read it (see :mod:`distrib.data.cache`).
+        Over arrays or ``range`` alone it reads through: that is as cheap.
 
         Example:
             >>> ds = Dataset.range(3).map(lambda x: x + 1).cache()

@@ -71,22 +71,16 @@ def flatten_up_to(template: Any, value: Any, what: str) -> list[Any]:
         >>> flatten_up_to((1, {'a': 2}), ((3, 4), {'a': [5]}), "padded_shapes")
         [(3, 4), [5]]
     """
-    if not is_structure(template):
-        return [value]
-    if isinstance(template, dict):
-        fits = isinstance(value, dict) and set(value) == set(template)
-    else:
-        fits = isinstance(value, (tuple, list)) and len(value) == len(template)
-    if not fits:
+    _, spec = nest.tree_flatten(template, lists_are_leaves=True)
+    try:
+        parts: list[Any] = spec.flatten_up_to(value)
+    except (ValueError, TypeError):
         raise DataError(explain(what, _describe(value),
                                 f"must have the structure of the dataset elements "
                                 f"({_describe(template)})",
-                                "give one entry per component, in the same tuple/dict layout"))
-    out: list[Any] = []
-    kids = [value[k] for k in _keys(template)] if isinstance(template, dict) else list(value)
-    for t, v in zip(_children(template), kids):
-        out.extend(flatten_up_to(t, v, what))
-    return out
+                                "give one entry per component, in the same tuple/dict layout")
+                        ) from None
+    return parts
 
 
 def assert_same_structure(a: Any, b: Any, what: str = "element") -> None:

@@ -84,7 +84,7 @@ def main() -> None:
             widths.append(int(local["raw"].shape[1]))
             strategy.run(step, args=(batch,))
         calls.append(parsed[0] - before)
-    rid = strategy.extended._group_info().replica_id
+    rid = strategy.extended.replica_group.replica_id
     params = [float(v) for p in net.parameters() for v in p.detach().flatten()]
     (out / f"{kind}-{rid}.json").write_text(json.dumps(
         {"steps": steps, "widths": widths, "calls": calls, "params": params}))

@@ -39,6 +39,7 @@ __all__ = ["call_fn", "is_structure", "flatten", "flatten_up_to", "map_structure
            "assert_same_structure", "densify", "is_ragged", "object_array"]
 
 _STRING_KINDS = ("U", "S", "O")
+_PLAIN_LEAVES = (torch.Tensor, bytes, str, np.ndarray)
 
 
 def is_structure(x: Any) -> bool:
@@ -229,7 +230,7 @@ def stack(elements: Sequence[Any], ragged: bool = False) -> Any:
         tensor([1, 2])
     """
     first = elements[0]
-    if not is_structure(first) and not any(is_structure(e) for e in elements):
+    if all(isinstance(e, _PLAIN_LEAVES) for e in elements):
         return _stack_leaves(list(elements), 0, ragged)          # one component: no walk
     for e in elements[1:]:
         assert_same_structure(first, e)

@@ -46,17 +46,18 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["AutoShardPolicy", "InputContext", "InputOptions",
                      "InputReplicationMode"], "distrib.input"),
     **dict.fromkeys(["MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-                     "Strategy", "StrategyExtended"], "distrib.strategies"),
-    **dict.fromkeys(["Model", "callbacks", "losses", "metrics", "optimizers"],
+                     "Strategy", "StrategyExtended", "TPUStrategy"], "distrib.strategies"),
+    **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics", "optimizers"],
                     "distrib.training"),
 }
-_SUBMODULES = {"cluster", "comm", "data", "datasets", "distribute", "errors", "input",
-               "mixed_precision", "nest", "strategies", "training"}
+_SUBMODULES = {"cluster", "comm", "config", "data", "datasets", "distribute", "errors", "input",
+               "mixed_precision", "nest", "strategies", "tpu", "training"}
 
 if TYPE_CHECKING:
     from distrib import (
         cluster,
         comm,
+        config,
         data,
         datasets,
         distribute,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
         mixed_precision,
         nest,
         strategies,
+        tpu,
         training,
     )
     from distrib.comm import CommunicationImplementation, CommunicationOptions, ReduceOp
@@ -89,8 +91,9 @@ if TYPE_CHECKING:
         OneDeviceStrategy,
         Strategy,
         StrategyExtended,
+        TPUStrategy,
     )
-    from distrib.training import Model, callbacks, losses, metrics, optimizers
+    from distrib.training import Model, callbacks, function, losses, metrics, optimizers
 
 
 def __getattr__(name: str) -> Any:
@@ -114,10 +117,10 @@ __all__ = [
     "AutoShardPolicy", "CommunicationImplementation", "CommunicationOptions",
     "DistributedValues", "InputContext", "InputOptions", "InputReplicationMode", "Mirrored",
     "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-    "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "StrategyExtended", "ValueContext",
-    "callbacks", "cluster", "comm", "compute_average_loss", "data", "datasets", "distribute",
-    "errors", "experimental_set_strategy", "get_replica_context", "get_strategy",
-    "has_strategy", "in_cross_replica_context", "input", "losses", "metrics",
-    "mixed_precision", "nest", "optimizers", "scale_regularization_loss", "strategies",
-    "training"
+    "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "StrategyExtended", "TPUStrategy",
+    "ValueContext", "callbacks", "cluster", "comm", "compute_average_loss", "config", "data",
+    "datasets", "distribute", "errors", "experimental_set_strategy", "function",
+    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context", "input",
+    "losses", "metrics", "mixed_precision", "nest", "optimizers", "scale_regularization_loss",
+    "strategies", "tpu", "training"
 ]

@@ -41,6 +41,7 @@ from distrib.cluster.slurm import SlurmClusterResolver, expand_hostlist, expand_
 from distrib.cluster.spec import ClusterSpec
 from distrib.cluster.tf_config import TFConfigClusterResolver, parse_tf_config
 from distrib.cluster.torchrun import TorchrunClusterResolver, parse_torchrun
+from distrib.cluster.tpu import TPUClusterResolver, TPUSystemMetadata
 
 __all__ = [
     "ClusterSpec",
@@ -49,6 +50,8 @@ __all__ = [
     "TorchrunClusterResolver",
     "SlurmClusterResolver",
     "SimpleClusterResolver",
+    "TPUClusterResolver",
+    "TPUSystemMetadata",
     "auto_resolver",
     "detected_source",
     "ProcessPlan",

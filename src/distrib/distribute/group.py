@@ -62,6 +62,14 @@ class ReplicaGroupInfo:
             along ``axis`` in replica order (sizes along ``axis`` may differ).
         all_gather_object: gathers one picklable object from every replica,
             in replica order (``[obj]`` when R == 1).
+        devices_per_replica: the devices one replica program drives as a single SPMD
+            program (``TPUStrategy``: every XLA device of its host); 1 for the
+            one-process-per-device strategies.  The replica's batch is the whole
+            batch of those devices, its values are already combined over them, and
+            the strategy's ``num_replicas_in_sync`` counts devices:
+            ``num_replicas_in_sync * devices_per_replica``.
+        place_batch: how a batch of this replica reaches ``device`` (None: moved
+            there); an SPMD strategy moves it and shards it over its devices.
 
     Every replica must call a collective the same number of times, in the same order.
     """
@@ -78,12 +86,19 @@ class ReplicaGroupInfo:
     all_reduce: Callable[[ReduceOp, Any], Any] = _reduce_alone
     all_gather: Callable[[torch.Tensor, int], torch.Tensor] = _gather_alone
     all_gather_object: Callable[[object], list[object]] = lambda obj: [obj]
+    devices_per_replica: int = 1
+    place_batch: Callable[[Any], Any] | None = None
 
     @classmethod
     def single(cls, device: torch.device | str = "cpu", wrap_per_replica: bool = False
                ) -> ReplicaGroupInfo:
         """The group of a single replica on ``device`` (default strategy, OneDevice)."""
         return cls(device=torch.device(device), wrap_per_replica=wrap_per_replica)
+
+    @property
+    def num_devices_in_sync(self) -> int:
+        """Devices over the whole cluster: ``num_replicas_in_sync * devices_per_replica``."""
+        return self.num_replicas_in_sync * self.devices_per_replica
 
     @property
     def is_chief(self) -> bool:

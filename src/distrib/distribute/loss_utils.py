@@ -29,7 +29,8 @@ def compute_average_loss(per_example_loss: torch.Tensor,
             (shape ``[b, ...]``; extra dimensions are summed too, as TF's).
         sample_weight: optional weights broadcast against ``per_example_loss``.
         global_batch_size: examples in this step over all replicas.  When None,
-            this replica's batch size times ``num_replicas_in_sync`` (exact only
+            this replica's batch size times ``num_replicas_in_sync`` (under TPUStrategy,
+            whose replica function sees the whole batch, the batch size; exact only
             when every replica has a full batch: pass it explicitly, or use
             ``distrib.Model.fit`` which counts partial batches exactly).
 
@@ -42,8 +43,7 @@ def compute_average_loss(per_example_loss: torch.Tensor,
     if sample_weight is not None:
         per_example_loss = per_example_loss * sample_weight
     if global_batch_size is None:
-        ctx = context.get_replica_context()
-        replicas = ctx.num_replicas_in_sync if ctx is not None else 1
+        replicas = _programs()
         local = per_example_loss.shape[0] if per_example_loss.dim() > 0 else 1
         global_batch_size = local * replicas
         if global_batch_size == 0:
@@ -60,10 +60,20 @@ def compute_average_loss(per_example_loss: torch.Tensor,
 def scale_regularization_loss(regularization_loss: torch.Tensor) -> torch.Tensor:
     """Divide a regularisation loss by ``num_replicas_in_sync`` (it is added on every replica).
 
+    Under TPUStrategy the replica function runs once for all the host's devices, so
+    the loss is added once and not divided.
+
     Example:
         >>> scale_regularization_loss(torch.tensor(4.0))
         tensor(4.)
     """
+    return regularization_loss / _programs()
+
+
+def _programs() -> int:
+    """Replica programs whose losses are summed: ``num_replicas_in_sync`` with one process
+    per device; one per host under an SPMD strategy, whose program holds the host's batch."""
     ctx = context.get_replica_context()
-    replicas = ctx.num_replicas_in_sync if ctx is not None else 1
-    return regularization_loss / replicas
+    if ctx is None:
+        return 1
+    return int(ctx.strategy.extended.replica_group.num_replicas_in_sync)

@@ -100,6 +100,8 @@ def make_plan(dataset: Dataset, group: ReplicaGroupInfo) -> StepPlan:
 
     batched, global_batch, _ = dataset._batch_info()
     if r == 1:
+        if not batched and group.devices_per_replica > 1:
+            raise _call_batch_error(group.num_devices_in_sync)
         return plan(dataset, "stride")
     if not batched and per_worker > 1:
         raise _call_batch_error(r)
@@ -173,18 +175,26 @@ def distribute_datasets_from_function(dataset_fn: Callable[[InputContext], Any],
     options = _check_options(options, from_function=True)
     r, w = group.num_replicas_in_sync, group.num_workers
     per_worker = check_replicas_per_worker(r, w)
+    devices, concat = group.num_devices_in_sync, group.devices_per_replica
     if options.experimental_replication_mode == InputReplicationMode.PER_REPLICA:
+        if concat > 1:
+            raise UsageError(explain(
+                "experimental_replication_mode", "PER_REPLICA",
+                f"one program drives {concat} devices here (SPMD), so there is one input "
+                "pipeline per host", "use InputReplicationMode.PER_WORKER (the default)"))
         ctx = InputContext(r, group.replica_id, r)
         stride, offset = 1, 0
     else:
-        ctx = InputContext(w, group.worker_index, r)
+        # An SPMD replica program takes the next batch of each of its devices every step.
+        ctx = InputContext(w, group.worker_index, devices)
         stride, offset = per_worker, group.local_replica_id
     dataset = dataset_fn(ctx)
     if not isinstance(dataset, Dataset):
         dataset = as_dataset(dataset)
     plan = StepPlan(dataset, "stride", num_replicas=r, num_workers=w, local_replicas=per_worker,
                     worker_index=group.worker_index, local_replica_id=group.local_replica_id,
-                    stride=stride, offset=offset, shared=r == 1, portable=False)
+                    stride=stride, offset=offset, concat=concat, shared=r == 1,
+                    portable=False)
     seed = _shared_seed(dataset._run_seed_value(), group)
     return DistributedDataset(plan, group, options, seed)
 

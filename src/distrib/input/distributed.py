@@ -196,7 +196,11 @@ class DistributedIterator(Iterator[Any]):
         self._template: Any = None
         options = dataset._options
         device = self._group.device
-        self._device = device if options.fetch_to_device else torch.device("cpu")
+        # A strategy that places batches itself (SPMD sharding) gets them on the host.
+        place = self._group.place_batch if options.fetch_to_device else None
+        self._place = place
+        self._device = device if options.fetch_to_device and place is None \
+            else torch.device("cpu")
         self._on_gpu = self._device.type == "cuda"
         self._ahead = options.experimental_per_replica_buffer_size if self._on_gpu else 0
         card = self._plan.dataset._card()
@@ -281,6 +285,8 @@ class DistributedIterator(Iterator[Any]):
             self._template = local
         batch = local if has else self._empty()
         self._pos += 1
+        if self._place is not None:
+            batch = self._place(batch)
         return wrap_nest(batch) if self._group.wrap_per_replica else batch
 
     def get_next(self) -> Any:

@@ -6,6 +6,8 @@ keeps only its own part.  A :class:`StepPlan` maps step ``s`` to an item
 
 ``stride``  item ``offset + s * stride``, whole (one replica; every L-th batch of a
             worker's ``dataset_fn`` pipeline; one element per worker unbatched);
+            with ``concat`` C > 1 a "item" is C consecutive batches concatenated
+            (an SPMD replica program takes the batches of its C devices);
 ``split``   one worker: global batch ``s`` split by ``batch_sizes_for_worker``,
             sub-batches filled in order (a final 6 of G=8 on 2 replicas: 4 + 2);
 ``data``    multi-worker DATA: global batch ``s`` cut into R ceil-sized pieces,
@@ -124,6 +126,7 @@ class StepPlan:
     global_batch: int | None = None
     stride: int = 1
     offset: int = 0
+    concat: int = 1
     shared: bool = True
     portable: bool = True
 
@@ -132,7 +135,8 @@ class StepPlan:
         if card < 0:
             return card
         if self.mode == "stride":
-            return max(0, -(-(card - offset) // self.stride))
+            groups = -(-card // self.concat)
+            return max(0, -(-(groups - offset) // self.stride))
         if self.mode == "pieces":
             return card * self.num_workers
         return card
@@ -179,8 +183,23 @@ class StepPlan:
         s = start
         while True:
             k, piece = self._locate(s)
-            item = reader.get(k)
+            if self.concat > 1:
+                item = self._concat(reader, k)
+            else:
+                item = reader.get(k)
             if item is _END:
                 return
             yield self._select(item, piece)
             s += 1
+
+    def _concat(self, reader: _Reader, k: int) -> Any:
+        """Items ``k * concat`` ... ``k * concat + concat - 1`` concatenated (fewer at the end)."""
+        parts = []
+        for i in range(k * self.concat, (k + 1) * self.concat):
+            item = reader.get(i)
+            if item is _END:
+                break
+            parts.append(item.materialize() if isinstance(item, BatchRef) else item)
+        if not parts:
+            return _END
+        return parts[0] if len(parts) == 1 else _nest.cat(parts)

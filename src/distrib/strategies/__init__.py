@@ -12,14 +12,16 @@ from distrib.strategies.default import DefaultStrategy
 from distrib.strategies.mirrored import MirroredStrategy
 from distrib.strategies.multi_worker_mirrored import MultiWorkerMirroredStrategy
 from distrib.strategies.one_device import OneDeviceStrategy
+from distrib.strategies.tpu import TPUStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "MirroredStrategy": MirroredStrategy,
     "MultiWorkerMirroredStrategy": MultiWorkerMirroredStrategy,
     "OneDeviceStrategy": OneDeviceStrategy,
+    "TPUStrategy": TPUStrategy,
 }
 
 set_default_strategy_factory(DefaultStrategy)
 
 __all__ = ["Strategy", "StrategyExtended", "DefaultStrategy", "MirroredStrategy",
-           "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "STRATEGIES"]
+           "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "TPUStrategy", "STRATEGIES"]

@@ -34,7 +34,7 @@ from torch.nn.modules import module as module_mod
 
 from distrib.comm import torch_adapter
 
-__all__ = ["ModuleTracker", "replicate_module"]
+__all__ = ["ModuleTracker", "mark_replicated", "replicate_module"]
 
 
 class ModuleTracker:
@@ -97,6 +97,11 @@ def _sum_hook(group: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch
     return fut
 
 
+def mark_replicated(module: nn.Module) -> None:
+    """Record that a strategy has set ``module`` up (``fit`` checks every trainable parameter is)."""
+    object.__setattr__(module, "_distrib_replicated", True)
+
+
 def replicate_module(module: nn.Module, device: torch.device, group: Any,
                      bucket_cap_mb: float | None,
                      guard: Callable[[str], Any]) -> None:
@@ -119,4 +124,4 @@ def replicate_module(module: nn.Module, device: torch.device, group: Any,
                                       bucket_cap_mb=bucket_cap_mb)
     # SUM, not DDP's mean (TF's contract): all-reduce each bucket without dividing.
     torch_adapter.register_comm_hook(ddp, group, _sum_hook)
-    object.__setattr__(module, "_distrib_replicated", True)
+    mark_replicated(module)

@@ -63,6 +63,10 @@ class StrategyExtended:
     ``_call_for_each_replica(fn, args, kwargs, global_batch_size)``
         how a step runs (``strategy.run`` and ``Model.fit``): once, on this process's
         replica, in a :class:`ReplicaContext`.
+    ``_execution()``
+        a context around the steps that run as one execution (``steps_per_execution``
+        steps of ``fit``, one call of a ``distrib.function``): nothing to do, every
+        step runs when it is called.
 
     Args:
         comm: the replica group's communicator (None for a single replica).
@@ -101,7 +105,7 @@ class StrategyExtended:
 
     @property
     def _num_replicas(self) -> int:
-        return self._group.num_replicas_in_sync
+        return self._group.num_devices_in_sync
 
     @property
     def _replica_id(self) -> int:
@@ -129,6 +133,11 @@ class StrategyExtended:
     @property
     def parameter_devices(self) -> tuple[str, ...]:
         return self._worker_devices
+
+    @property
+    def compiles_steps(self) -> bool:
+        """Whether every step already runs compiled (TPU: by XLA), so ``jit_compile`` adds nothing."""
+        return False
 
     def _in_multi_worker_mode(self) -> bool:
         return self._group.num_workers > 1
@@ -175,6 +184,25 @@ class StrategyExtended:
         ctx = ReplicaContext(strategy, self._replica_id, global_batch_size)
         with context.enter(strategy, ctx), self._guard("running the replica function"):
             return fn(*args, **kwargs)
+
+    def execution(self) -> contextlib.AbstractContextManager[None]:
+        """A context around steps that form one execution (TF's ``steps_per_execution``).
+
+        ``fit`` runs each group of ``steps_per_execution`` steps in one, and a
+        ``distrib.function`` call is one.  A strategy that compiles its steps (TPU) traces
+        the steps of the outermost execution and runs them as one program when it
+        exits; the others run every step when it is called.  Contexts nest.
+
+        Example::
+
+            with strategy.extended.execution():
+                for _ in range(8):
+                    strategy.run(step, args=(next(iterator),))
+        """
+        return self._execution()
+
+    def _execution(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
     # ------------------------------------------------------------------ input
     def distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
@@ -369,8 +397,9 @@ class Strategy:
                 return t
             if not distributed and op is ReduceOp.MEAN:
                 return t
-            total = ext.replica_group.all_reduce(ReduceOp.SUM, t)
-            return total / self.num_replicas_in_sync if op is ReduceOp.MEAN else total
+            group = ext.replica_group  # MEAN over the replica programs that hold values
+            total = group.all_reduce(ReduceOp.SUM, t)
+            return total / group.num_replicas_in_sync if op is ReduceOp.MEAN else total
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         for a in axes:
             if not -t.dim() <= a < t.dim():

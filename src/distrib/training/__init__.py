@@ -11,6 +11,7 @@ Example::
 
 import distrib.strategies  # noqa: F401  (registers the default strategy fit falls back on)
 from distrib.training import callbacks, losses, metrics, optimizers
+from distrib.training.jit import Function, function
 from distrib.training.model import Model
 
-__all__ = ["Model", "callbacks", "losses", "metrics", "optimizers"]
+__all__ = ["Function", "Model", "callbacks", "function", "losses", "metrics", "optimizers"]

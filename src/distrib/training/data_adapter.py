@@ -172,7 +172,10 @@ class _ArraySource:
             if order is not None:
                 index = order[start + lo:start + hi]
             batch = _take(self._data, index)
-            yield batch if device.type == "cpu" else _to(batch, device)
+            if self._group.place_batch is not None:
+                yield self._group.place_batch(batch)
+            else:
+                yield batch if device.type == "cpu" else _to(batch, device)
 
 
 def _to(value: Any, device: torch.device) -> Any:

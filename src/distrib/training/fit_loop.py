@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -47,7 +48,8 @@ class _Runner:
         self.strategy = model.distribute_strategy
         self.ext = self.strategy.extended
         self.group = self.ext.replica_group
-        self.replicas = int(self.strategy.num_replicas_in_sync)
+        # Replica programs: one per device, or one per host under an SPMD strategy.
+        self.replicas = int(self.group.num_replicas_in_sync)
         first = next(model.module.parameters(), None)
         self.device = first.device if first is not None else self.group.device
         self.dtype = first.dtype if first is not None and first.is_floating_point() else None
@@ -313,24 +315,25 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
 
 def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
                  plan: _BatchLogPlan) -> tuple[int, dict[str, Any]]:
+    """One epoch: executions of ``steps_per_execution`` steps, batch callbacks between them."""
     model = runner.model
-    per_exec = model._steps_per_execution
     plan.start()
     extras: dict[str, Any] = {}
     done = 0
-    last = -1
-    total = handler.steps_per_epoch
-    for step, batch, rows in handler.epoch():
-        if step % per_exec == 0:
-            cbs.on_train_batch_begin(step)
-        extras = runner.extras(runner.train(batch, rows))
-        done, last = done + 1, step
-        if (step + 1) % per_exec == 0 or (total is not None and step + 1 == total):
-            cbs.on_train_batch_end(step, plan.logs(extras))
-            last = -1
-        if model.stop_training:
+    batches = handler.epoch()
+    while not model.stop_training:
+        first = last = -1
+        with runner.ext.execution():
+            for step, batch, rows in itertools.islice(batches, model._steps_per_execution):
+                if first < 0:
+                    first = step
+                    cbs.on_train_batch_begin(step)
+                extras = runner.extras(runner.train(batch, rows))
+                done, last = done + 1, step
+                if model.stop_training:
+                    break
+        if last < 0:
             break
-    if last >= 0:
         cbs.on_train_batch_end(last, plan.logs(extras))
     return done, extras
 
@@ -362,15 +365,19 @@ def _test_loop(runner: _Runner, handler: DataHandler, cbs: CallbackList,
     plan.start()
     extras: dict[str, Any] = {}
     done = 0
-    total = handler.steps_per_epoch
+    batches = handler.epoch()
     with _mode(model.module, False), torch.no_grad():
-        for step, batch, _ in handler.epoch():
-            if step % per_exec == 0:
-                cbs.on_test_batch_begin(step)
-            extras = runner.extras(runner.test(batch))
-            done += 1
-            if (step + 1) % per_exec == 0 or (total is not None and step + 1 == total):
-                cbs.on_test_batch_end(step, plan.logs(extras))
+        while True:
+            last = -1
+            with runner.ext.execution():
+                for step, batch, _ in itertools.islice(batches, per_exec):
+                    if last < 0:
+                        cbs.on_test_batch_begin(step)
+                    extras = runner.extras(runner.test(batch))
+                    done, last = done + 1, step
+            if last < 0:
+                break
+            cbs.on_test_batch_end(last, plan.logs(extras))
     if done == 0:
         raise UsageError(explain("evaluation data", "an empty dataset",
                                  _EMPTY.format(fn="test_function"),
@@ -393,12 +400,21 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
         runner.use(handler)
         cbs.on_predict_begin()
         outputs: list[Any] = []
+        batches = handler.epoch()
         with _mode(model.module, False), torch.no_grad():
-            for step, batch, _ in handler.epoch():
-                cbs.on_predict_batch_begin(step)
-                out = runner.predict(batch)
-                outputs.append(_to_numpy(out))
-                cbs.on_predict_batch_end(step, {"outputs": out})
+            while True:
+                pending: list[Any] = []
+                last = -1
+                with runner.ext.execution():
+                    for step, batch, _ in itertools.islice(batches, model._steps_per_execution):
+                        if last < 0:
+                            cbs.on_predict_batch_begin(step)
+                        pending.append(runner.predict(batch))
+                        last = step
+                if last < 0:
+                    break
+                outputs.extend(_to_numpy(out) for out in pending)
+                cbs.on_predict_batch_end(last, {"outputs": _cat_outputs(pending)})
         if not outputs:
             raise UsageError(explain("prediction data", "an empty dataset",
                                      "Unexpected result of `predict_function` (Empty "
@@ -413,6 +429,14 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
         result = _concat(ordered)
         cbs.on_predict_end()
     return result
+
+
+def _cat_outputs(parts: list[Any]) -> Any:
+    """One execution's outputs: the step's own, or the steps' concatenated along rows."""
+    if len(parts) == 1:
+        return parts[0]
+    return nest.map_structure(lambda *xs: torch.cat(list(xs)) if isinstance(xs[0], torch.Tensor)
+                              else xs[-1], *parts)
 
 
 def _to_numpy(value: Any) -> Any:

@@ -45,7 +45,7 @@ from distrib import nest
 from distrib.distribute import context
 from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
 from distrib.mixed_precision import LossScaleOptimizer, Policy, global_policy
-from distrib.training import fit_loop, saving
+from distrib.training import fit_loop, jit, saving
 from distrib.training import optimizers as optimizers_mod
 from distrib.training.compile_utils import (
     LossesContainer,
@@ -156,7 +156,7 @@ class Model:
 
     # ---------------------------------------------------------- compile
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None, metrics: Any = None,
-                loss_weights: Any = None, jit_compile: bool = False,
+                loss_weights: Any = None, jit_compile: bool | str | None = False,
                 steps_per_execution: int = 1, **kwargs: Any) -> None:
         """Configure training (Keras ``compile``).
 
@@ -168,8 +168,13 @@ class Model:
                 function (one per output as a list/dict for several outputs).
             metrics: metric names or objects (``["accuracy"]``).
             loss_weights: one weight per output.
-            jit_compile: compile the training forward pass with ``torch.compile``.
-            steps_per_execution: batches between two calls of the batch callbacks.
+            jit_compile: compile the training forward pass — and with it its backward —
+                with ``torch.compile`` (``True``, or the name of a ``torch.compile``
+                backend); where compilation fails, a warning says so and that part
+                runs eagerly.  Under TPUStrategy every step is compiled by XLA anyway.
+            steps_per_execution: batches per execution: the batch callbacks run
+                between executions, and TPUStrategy compiles the steps of one
+                execution into one XLA program.
         """
         unknown = set(kwargs) - {"run_eagerly", "weighted_metrics", "pss_evaluation_shards"}
         if unknown:
@@ -187,12 +192,13 @@ class Model:
             opt: Any = optimizers_mod.get(optimizer, self.module.parameters)
             if self._dtype_policy.needs_loss_scaling and not isinstance(opt, LossScaleOptimizer):
                 opt = LossScaleOptimizer(opt)
-            self.optimizer = opt
+            self.optimizer = self.distribute_strategy.extended.setup_optimizer(opt)
         self.loss = loss
         self.compiled_loss = LossesContainer(loss, loss_weights) if loss is not None else None
         self.compiled_metrics = MetricsContainer(metrics, self.compiled_loss)
         self._jit_compile = bool(jit_compile)
-        self._compiled_call = torch.compile(self._jit_target) if jit_compile else None
+        self._compiled_call = jit.compile_step(self._jit_target, jit_compile, self.name,
+                                               self.distribute_strategy)
         self._steps_per_execution = steps_per_execution
         self._is_compiled = True
 
@@ -251,7 +257,8 @@ class Model:
             raise UsageError(explain("loss", None, "compile() got no loss, so compute_loss "
                                      "has nothing to compute", "pass loss=... to compile(), "
                                      "or override compute_loss/train_step"))
-        replicas = self.distribute_strategy.num_replicas_in_sync
+        # Replica programs (one per device, or one per host under TPUStrategy's SPMD).
+        replicas = self.distribute_strategy.extended.replica_group.num_replicas_in_sync
         if training and global_batch_size is None:
             local = rows_of(y_pred if y is None else y)
             ctx = context.get_replica_context()

@@ -391,7 +391,7 @@ class Strategy:
         ext = self._extended
         distributed = isinstance(value, DistributedValues)
         local = value.values[0] if distributed else value
-        t = local if isinstance(local, torch.Tensor) else torch.as_tensor(local)
+        t = local.detach() if isinstance(local, torch.Tensor) else torch.as_tensor(local)
         if axis is None:
             if isinstance(value, Mirrored) and op is ReduceOp.MEAN:
                 return t

@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                        "requirements-floor.txt installs torch_xla 2.9)")
     skip_cuda = pytest.mark.skip(reason="needs CUDA (no CUDA device on this machine)")
     for item in items:
-        if "xla" in item.keywords and not HAS_TORCH_XLA:
+        if item.get_closest_marker("xla") is not None and not HAS_TORCH_XLA:
             item.add_marker(skip_xla)
-        if "cuda" in item.keywords and not HAS_CUDA:
+        if item.get_closest_marker("cuda") is not None and not HAS_CUDA:
             item.add_marker(skip_cuda)

@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from collections.abc import Callable
@@ -97,6 +98,16 @@ def _sum_hook(group: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch
     return fut
 
 
+def _forward_frame(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a replicated module's forward from a frame of distrib's own.
+
+    DDP's forward hooks stop TorchDynamo where a compiled function calls the module;
+    the forward then runs as a new frame, which TorchDynamo compiles on its own only
+    if it is not torch's (``nn.Sequential.forward`` is) — this frame is distrib's.
+    """
+    return forward(*args, **kwargs)
+
+
 def mark_replicated(module: nn.Module) -> None:
     """Record that a strategy has set ``module`` up (``fit`` checks every trainable parameter is)."""
     object.__setattr__(module, "_distrib_replicated", True)
@@ -124,4 +135,5 @@ def replicate_module(module: nn.Module, device: torch.device, group: Any,
                                       bucket_cap_mb=bucket_cap_mb)
     # SUM, not DDP's mean (TF's contract): all-reduce each bucket without dividing.
     torch_adapter.register_comm_hook(ddp, group, _sum_hook)
+    module.forward = functools.partial(_forward_frame, module.forward)  # type: ignore[method-assign]
     mark_replicated(module)

@@ -96,6 +96,8 @@ class _Compiled:
             if self._backend is None:
                 self._backend = torch._dynamo.lookup_backend(self._backend_name)
             return self._backend(gm, example_inputs)
+        except torch._dynamo.exc.TorchDynamoException:
+            raise  # TorchDynamo's own signals (restart the analysis, skip the frame)
         except Exception as e:  # the compiler's failure, before the graph ever ran
             self.failures += 1
             if self.failures == 1:

@@ -15,3 +15,11 @@ def test_only_the_cluster_package_reads_the_environment() -> None:
                  and pattern.search(p.read_text())]
     assert offenders == [], f"environment read outside distrib.cluster: {offenders}"
 
+
+
+def test_only_the_tpu_strategy_engine_imports_torch_xla() -> None:
+    offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+                 if "torch_xla" in p.read_text()
+                 and p.relative_to(SRC).as_posix() not in ("strategies/_xla.py",)
+                 and re.search(r"import(_module)?\(?\s*['\"]?torch_xla", p.read_text())]
+    assert offenders == [], f"torch_xla imported outside strategies/_xla.py: {offenders}"

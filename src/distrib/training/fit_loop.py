@@ -321,12 +321,11 @@ def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
     extras: dict[str, Any] = {}
     done = 0
     batches = handler.epoch()
-    while not model.stop_training:
-        first = last = -1
+    while True:
+        last = -1
         with runner.ext.execution():
             for step, batch, rows in itertools.islice(batches, model._steps_per_execution):
-                if first < 0:
-                    first = step
+                if last < 0:
                     cbs.on_train_batch_begin(step)
                 extras = runner.extras(runner.train(batch, rows))
                 done, last = done + 1, step
@@ -335,6 +334,8 @@ def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
         if last < 0:
             break
         cbs.on_train_batch_end(last, plan.logs(extras))
+        if model.stop_training:
+            break
     return done, extras
 
 

@@ -82,11 +82,13 @@ def loop(device: str, batch: int, steps: int, jit: bool) -> dict[str, float]:
         strategy.run(step, args=(x, y))
     _sync(device)
     compile_s = time.perf_counter() - start
+    graphs = step.experimental_get_tracing_count()
     start = time.perf_counter()
     for _ in range(steps):
         strategy.run(step, args=(x, y))
     _sync(device)
-    return {"per_s": steps / (time.perf_counter() - start), "warmup_s": compile_s}
+    return {"per_s": steps / (time.perf_counter() - start), "warmup_s": compile_s,
+            "graphs_compiled_while_timed": step.experimental_get_tracing_count() - graphs}
 
 
 def fit(device: str, batch: int, steps: int, jit: bool, policy: str = "float32"

@@ -275,7 +275,7 @@ def test_float16_policy_wraps_the_optimizer_and_skips_inf_steps() -> None:
     model.fit(x, y, batch_size=8, epochs=1, verbose=0)
     for a, b in zip(before, model.get_weights()):
         np.testing.assert_array_equal(a, b)
-    assert model.optimizer.loss_scale == 2.0 ** 14
+    assert float(model.optimizer.loss_scale) == 2.0 ** 14
 
 
 @pytest.mark.slow

@@ -163,7 +163,9 @@ class Model:
         Args:
             optimizer: a Keras name (``"adam"``...), a ``torch.optim.Optimizer``
                 over ``module.parameters()`` or an optimizer class.  Under the
-                ``mixed_float16`` policy it is wrapped in a ``LossScaleOptimizer``.
+                ``mixed_float16`` policy it is wrapped in a ``LossScaleOptimizer``
+                (and a name builds torch's fused optimizer where there is one, so
+                that loss scaling reads nothing back from the device).
             loss: a loss name, ``distrib.losses.Loss``, ``torch.nn`` loss module or
                 function (one per output as a list/dict for several outputs).
             metrics: metric names or objects (``["accuracy"]``).
@@ -189,7 +191,8 @@ class Model:
             raise UsageError(explain("steps_per_execution", steps_per_execution,
                                      "must be a positive int", "pass e.g. 1 or 32"))
         with self._scope():
-            opt: Any = optimizers_mod.get(optimizer, self.module.parameters)
+            opt: Any = optimizers_mod.get(optimizer, self.module.parameters,
+                                          fused=self._dtype_policy.needs_loss_scaling)
             if self._dtype_policy.needs_loss_scaling and not isinstance(opt, LossScaleOptimizer):
                 opt = LossScaleOptimizer(opt)
             self.optimizer = self.distribute_strategy.extended.setup_optimizer(opt)

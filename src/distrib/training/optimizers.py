@@ -44,9 +44,11 @@ KERAS_DEFAULTS: dict[str, tuple[type[torch.optim.Optimizer], dict[str, Any]]] = 
 }
 """Keras' default hyper-parameters, translated to the matching ``torch.optim`` class."""
 
+_FUSED = ("sgd", "adam", "adamw", "adagrad")  # torch has fused kernels for these
 
-def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any]
-        ) -> torch.optim.Optimizer:
+
+def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any],
+        fused: bool = False) -> torch.optim.Optimizer:
     """Resolve ``identifier`` to an optimizer over ``params``.
 
     Args:
@@ -54,6 +56,10 @@ def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any
             (returned unchanged), or an optimizer class (instantiated on ``params``).
         params: the parameters to optimise (or a function returning them, called
             only when a new optimizer is built).
+        fused: for a name, build torch's fused implementation where torch has one
+            for these parameters (``sgd``, ``adam``, ``adamw``, ``adagrad``): it takes
+            loss scaling's found-inf flag on the device, so a skipped step needs no
+            host synchronisation.
 
     Example:
         >>> net = torch.nn.Linear(2, 1)
@@ -72,6 +78,11 @@ def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any
                                      "names are " + ", ".join(sorted(KERAS_DEFAULTS)),
                                      "pass one of those names or a torch.optim optimizer"))
         cls, kwargs = KERAS_DEFAULTS[key]
+        if fused and key in _FUSED:
+            try:
+                return cls(plist, **kwargs, fused=True)  # type: ignore[call-arg]
+            except (RuntimeError, ValueError):  # not on these parameters' devices/dtypes
+                pass
         return cls(plist, **kwargs)
     if isinstance(identifier, type) and issubclass(identifier, torch.optim.Optimizer):
         built: torch.optim.Optimizer = identifier(plist)  # type: ignore[call-arg]

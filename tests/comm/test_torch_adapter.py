@@ -33,20 +33,11 @@ def test_the_running_torch_release_is_one_the_adapter_was_checked_on() -> None:
 
 def test_a_missing_private_api_is_named_with_the_checked_versions(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch_adapter, "_UNSCALE", ("torch", "_no_such_amp_kernel_"))
-    with pytest.raises(torch_adapter.TorchAPIError, match=r"torch\._no_such_amp_kernel_") as e:
+    monkeypatch.setattr(torch_adapter, "_REPLICATE", ("torch.distributed", "_no_such_replicate"))
+    with pytest.raises(torch_adapter.TorchAPIError,
+                       match=r"torch\.distributed\._no_such_replicate") as e:
         torch_adapter.check()
     assert "2.13.0" in str(e.value) and "Fix:" in str(e.value)
-
-
-def test_unscale_divides_and_flags_non_finite_gradients() -> None:
-    grads = [torch.tensor([2.0, -4.0]), torch.tensor([8.0])]
-    flag = torch.zeros(1)
-    torch_adapter.unscale_and_check_finite_(grads, flag, torch.tensor([0.5]))
-    assert [g.tolist() for g in grads] == [[1.0, -2.0], [4.0]] and flag.item() == 0.0
-    torch_adapter.unscale_and_check_finite_([torch.tensor([float("inf")])], flag,
-                                            torch.tensor([1.0]))
-    assert flag.item() == 1.0
 
 
 def test_replicate_broadcasts_and_the_comm_hook_sums_gradients() -> None:

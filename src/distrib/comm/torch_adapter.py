@@ -9,8 +9,6 @@ moved and which torch versions are known to work (:data:`CHECKED_ON`):
 - The ``DistributedDataParallel`` instance that ``replicate`` keeps in its state, to
   register a communication hook (distrib all-reduces gradients with a SUM, not DDP's
   mean), and DDP's run-time check of the hook's annotations.
-- ``torch._amp_foreach_non_finite_check_and_unscale_``: the fused unscale-and-check of
-  ``torch.amp.GradScaler``, used by dynamic loss scaling.
 - The state ``torch.amp.GradScaler`` keeps on the device — its scale, its count of finite
   steps and the found-inf flags of the current step — so that loss scaling reads and
   adjusts them without a host synchronisation (:func:`grad_scaler_tensors`,
@@ -34,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -44,14 +42,12 @@ from torch import nn
 from distrib.errors import DistribError, explain
 
 __all__ = ["CHECKED_ON", "TorchAPIError", "check", "replicate", "register_comm_hook",
-           "unscale_and_check_finite_", "gradients_all_reduced", "grad_scaler_tensors",
-           "grad_scaler_found_inf"]
+           "gradients_all_reduced", "grad_scaler_tensors", "grad_scaler_found_inf"]
 
 #: torch releases on which every entry of this module was checked (by its test).
 CHECKED_ON: tuple[str, ...] = ("2.9.0", "2.13.0", "2.14.1")
 
 _REPLICATE = ("torch.distributed._composable.replicate", "replicate")
-_UNSCALE = ("torch", "_amp_foreach_non_finite_check_and_unscale_")
 _SCALER_FIELDS = ("_scale", "_growth_tracker", "_per_optimizer_states")
 
 # id(parameter) -> weak reference, for every trainable parameter replicate() gave to DDP.
@@ -94,7 +90,6 @@ def check() -> None:
         raise _moved(".".join(_REPLICATE) + ".state(module).lazy_init", "missing")
     if not callable(getattr(nn.parallel.DistributedDataParallel, "register_comm_hook", None)):
         raise _moved("DistributedDataParallel.register_comm_hook", "missing")
-    _private(_UNSCALE)
     _check_grad_scaler()
 
 
@@ -194,22 +189,6 @@ def register_comm_hook(ddp: nn.parallel.DistributedDataParallel, state: Any,
     comm_hook.__annotations__ = {"state": object, "bucket": dist.GradBucket,
                                  "return": torch.futures.Future[torch.Tensor]}
     ddp.register_comm_hook(state, comm_hook)
-
-
-def unscale_and_check_finite_(grads: Sequence[torch.Tensor], found_inf: torch.Tensor,
-                              inv_scale: torch.Tensor) -> None:
-    """Multiply ``grads`` (one device and dtype) by ``inv_scale`` in place; set ``found_inf``
-    to 1 if any of them holds an inf or NaN (``found_inf`` and ``inv_scale``: one-element
-    float32 tensors on that device).
-
-    Example:
-        >>> g = [torch.tensor([2.0, 4.0])]
-        >>> flag = torch.zeros(1)
-        >>> unscale_and_check_finite_(g, flag, torch.tensor([0.5]))
-        >>> g[0].tolist(), flag.item()
-        ([1.0, 2.0], 0.0)
-    """
-    _private(_UNSCALE)(list(grads), found_inf, inv_scale)
 
 
 def grad_scaler_tensors(scaler: torch.amp.GradScaler

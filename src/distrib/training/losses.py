@@ -472,7 +472,8 @@ def get(identifier: Any) -> Loss:
     if isinstance(identifier, str):
         key = identifier.lower()
         if key not in _BY_NAME:
-            raise UsageError(explain("loss", identifier, "unknown loss name; known names are "
+            raise UsageError(explain("loss", identifier, f"Unknown loss function: "
+                                     f"{identifier!r}; the loss names are "
                                      + ", ".join(sorted(_BY_NAME)),
                                      "pass one of those names, a distrib.losses.Loss, a "
                                      "torch.nn loss module or a function (y_true, y_pred)"))

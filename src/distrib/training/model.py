@@ -168,7 +168,8 @@ class Model:
                 that loss scaling reads nothing back from the device).
             loss: a loss name, ``distrib.losses.Loss``, ``torch.nn`` loss module or
                 function (one per output as a list/dict for several outputs).
-            metrics: metric names or objects (``["accuracy"]``).
+            metrics: metric names or objects (``["accuracy"]``), computed without
+                sample weights.
             loss_weights: one weight per output.
             jit_compile: compile the training forward pass — and with it its backward —
                 with ``torch.compile`` (``True``, or the name of a ``torch.compile``
@@ -177,6 +178,11 @@ class Model:
             steps_per_execution: batches per execution: the batch callbacks run
                 between executions, and TPUStrategy compiles the steps of one
                 execution into one XLA program.
+            weighted_metrics: metrics computed with the sample weights (and the class
+                weights of ``fit``), named ``weighted_<name>`` where a metric of
+                ``metrics`` has that name.
+
+        Loss and metric names are checked here: a misspelt one raises at once.
         """
         unknown = set(kwargs) - {"run_eagerly", "weighted_metrics", "pss_evaluation_shards"}
         if unknown:
@@ -198,7 +204,8 @@ class Model:
             self.optimizer = self.distribute_strategy.extended.setup_optimizer(opt)
         self.loss = loss
         self.compiled_loss = LossesContainer(loss, loss_weights) if loss is not None else None
-        self.compiled_metrics = MetricsContainer(metrics, self.compiled_loss)
+        self.compiled_metrics = MetricsContainer(metrics, self.compiled_loss,
+                                                 kwargs.get("weighted_metrics"))
         self._jit_compile = bool(jit_compile)
         self._compiled_call = jit.compile_step(self._jit_target, jit_compile, self.name,
                                                self.distribute_strategy)

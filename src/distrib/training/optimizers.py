@@ -74,8 +74,9 @@ def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any
     if isinstance(identifier, str):
         key = identifier.lower()
         if key not in KERAS_DEFAULTS:
-            raise UsageError(explain("optimizer", identifier, "unknown optimizer name; known "
-                                     "names are " + ", ".join(sorted(KERAS_DEFAULTS)),
+            raise UsageError(explain("optimizer", identifier, f"Unknown optimizer: "
+                                     f"{identifier!r}; the optimizer names are "
+                                     + ", ".join(sorted(KERAS_DEFAULTS)),
                                      "pass one of those names or a torch.optim optimizer"))
         cls, kwargs = KERAS_DEFAULTS[key]
         if fused and key in _FUSED:

@@ -28,7 +28,15 @@ import torch
 from distrib import nest
 from distrib.errors import ContextError, UsageError, explain
 from distrib.training.callbacks import CallbackList
+from distrib.training.class_weights import apply_class_weight, class_weight_table
 from distrib.training.data_adapter import DataHandler, is_array_like, split_arrays
+from distrib.training.fit_arguments import (
+    check_epochs,
+    check_validation_freq,
+    input_data,
+    require_targets,
+    validation_parts,
+)
 from distrib.training.metrics import flat_states, results_from_states
 
 if TYPE_CHECKING:
@@ -54,6 +62,7 @@ class _Runner:
         self.device = first.device if first is not None else self.group.device
         self.dtype = first.dtype if first is not None and first.is_floating_point() else None
         self.prepared = False  # batches already on the module's device, in its dtype
+        self.class_weights: torch.Tensor | None = None  # fit's, for batches of a dataset
 
     def use(self, handler: DataHandler) -> DataHandler:
         """Note whether ``handler``'s batches need no conversion; returns it."""
@@ -69,7 +78,10 @@ class _Runner:
         return data
 
     def _train_replica(self, data: Any) -> Any:
-        out = self.model.train_step(self._prepare(data))
+        data = self._prepare(data)
+        if self.class_weights is not None:
+            data = apply_class_weight(data, self.class_weights)
+        out = self.model.train_step(data)
         self.model._train_counter += 1
         return out
 
@@ -228,10 +240,7 @@ def _check_replicated(model: Model) -> None:
 def _validation(x: Any, y: Any, sample_weight: Any, split: float, data: Any
                 ) -> tuple[tuple[Any, Any, Any], tuple[Any, Any, Any] | None]:
     if data is not None:
-        if isinstance(data, (tuple, list)) and len(data) in (2, 3) and is_array_like(data[0]):
-            vx, vy, *rest = data
-            return (x, y, sample_weight), (vx, vy, rest[0] if rest else None)
-        return (x, y, sample_weight), (data, None, None)
+        return (x, y, sample_weight), validation_parts(data)
     if not split:
         return (x, y, sample_weight), None
     if not is_array_like(x):
@@ -256,14 +265,26 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         verbose: int | str, callbacks: Any, validation_split: float, validation_data: Any,
         shuffle: bool, initial_epoch: int, steps_per_epoch: int | None,
         validation_steps: int | None, validation_freq: Any, sample_weight: Any,
-        validation_batch_size: int | None) -> Any:
+        validation_batch_size: int | None, class_weight: Any = None) -> Any:
     """``Model.fit`` (see there)."""
     with model._scope():
         _check_replicated(model)
+        check_epochs(epochs, initial_epoch)
+        check_validation_freq(validation_freq)
+        x, y, sample_weight = input_data(x, y, sample_weight, "fit")
+        table = class_weight_table(class_weight)
         runner = _Runner(model)
         level = _verbose(verbose)
         (x, y, sample_weight), val = _validation(x, y, sample_weight, validation_split,
                                                  validation_data)
+        if is_array_like(x):
+            require_targets(model, y, "fit()", "train_step")
+            if table is not None:  # weigh the arrays once, not every batch
+                _, _, sample_weight = apply_class_weight((x, y, sample_weight), table)
+                table = None
+        if val is not None and is_array_like(val[0]):
+            require_targets(model, val[1], "validation_data", "test_step")
+        runner.class_weights = table
         seed = runner.agreed_seed() if shuffle and is_array_like(x) else 0
         handler = DataHandler(x, y, sample_weight, batch_size, steps_per_epoch, shuffle, seed,
                               runner.strategy, float_dtype=runner.dtype)
@@ -291,14 +312,18 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
     cbs.on_train_begin()
     epoch_logs: dict[str, Any] = {}
     for epoch in range(initial_epoch, epochs):
+        batches = handler.epoch()
+        first = next(batches, None)
+        if first is None:  # the data ended before this epoch's first step
+            if epoch == initial_epoch:
+                raise UsageError(explain("training data", "an empty dataset",
+                                         _EMPTY.format(fn="train_function"),
+                                         "check that the dataset yields at least one batch"))
+            break  # an epoch that ran no step is neither logged nor compared
         model.reset_metrics()
         cbs.on_epoch_begin(epoch)
         with _mode(model.module, True):
-            steps, extras = _train_epoch(runner, handler, cbs, plan)
-        if steps == 0 and epoch == initial_epoch:
-            raise UsageError(explain("training data", "an empty dataset",
-                                     _EMPTY.format(fn="train_function"),
-                                     "check that the dataset yields at least one batch"))
+            extras = _train_epoch(runner, itertools.chain([first], batches), cbs, plan)
         epoch_logs = runner.sync(extras)
         if val_handler is not None and val_plan is not None and \
                 _should_validate(epoch, validation_freq):
@@ -313,14 +338,12 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
     return model.history
 
 
-def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
-                 plan: _BatchLogPlan) -> tuple[int, dict[str, Any]]:
+def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]],
+                 cbs: CallbackList, plan: _BatchLogPlan) -> dict[str, Any]:
     """One epoch: executions of ``steps_per_execution`` steps, batch callbacks between them."""
     model = runner.model
     plan.start()
     extras: dict[str, Any] = {}
-    done = 0
-    batches = handler.epoch()
     while True:
         last = -1
         with runner.ext.execution():
@@ -328,7 +351,7 @@ def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
                 if last < 0:
                     cbs.on_train_batch_begin(step)
                 extras = runner.extras(runner.train(batch, rows))
-                done, last = done + 1, step
+                last = step
                 if model.stop_training:
                     break
         if last < 0:
@@ -336,7 +359,7 @@ def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
         cbs.on_train_batch_end(last, plan.logs(extras))
         if model.stop_training:
             break
-    return done, extras
+    return extras
 
 
 # ------------------------------------------------------------------- evaluate
@@ -344,6 +367,9 @@ def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: i
              sample_weight: Any, steps: int | None, callbacks: Any, return_dict: bool) -> Any:
     """``Model.evaluate`` (see there)."""
     with model._scope():
+        x, y, sample_weight = input_data(x, y, sample_weight, "evaluate")
+        if is_array_like(x):
+            require_targets(model, y, "evaluate()", "test_step")
         runner = _Runner(model)
         level = _verbose(verbose)
         handler = DataHandler(x, y, sample_weight, batch_size, steps, strategy=runner.strategy,
@@ -393,6 +419,7 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
             steps: int | None, callbacks: Any) -> Any:
     """``Model.predict`` (see there)."""
     with model._scope():
+        x, _, _ = input_data(x, None, None, "predict")
         runner = _Runner(model)
         level = _verbose(verbose)
         handler = DataHandler(x, None, None, batch_size, steps, strategy=runner.strategy,

@@ -53,6 +53,7 @@ from distrib.training.compile_utils import (
     rows_of,
     unpack_x_y_sample_weight,
 )
+from distrib.training.fit_arguments import require_targets
 from distrib.training.metrics import Metric
 from distrib.training.summary import print_summary
 
@@ -298,6 +299,7 @@ class Model:
     def train_step(self, data: Any) -> Mapping[str, Any]:
         """One training step on this replica's batch (Keras ``train_step``)."""
         x, y, sample_weight = unpack_x_y_sample_weight(data)
+        require_targets(self, y, "fit()")
         y_pred = self(x, training=True)
         loss = self.compute_loss(x, y, y_pred, sample_weight)
         self.minimize(loss)
@@ -306,8 +308,9 @@ class Model:
     def test_step(self, data: Any) -> Mapping[str, Any]:
         """One evaluation step on this replica's batch (Keras ``test_step``)."""
         x, y, sample_weight = unpack_x_y_sample_weight(data)
+        require_targets(self, y, "evaluate() or validation_data")
         y_pred = self(x, training=False)
-        if self.compiled_loss is not None and y is not None:
+        if self.compiled_loss is not None:
             self.compute_loss(x, y, y_pred, sample_weight, training=False)
         return self.compute_metrics(x, y, y_pred, sample_weight)
 
@@ -322,8 +325,12 @@ class Model:
             validation_data: Any = None, shuffle: bool = True, initial_epoch: int = 0,
             steps_per_epoch: int | None = None, validation_steps: int | None = None,
             validation_freq: Any = 1, sample_weight: Any = None,
-            validation_batch_size: int | None = None) -> Any:
+            validation_batch_size: int | None = None, class_weight: Any = None) -> Any:
         """Train for ``epochs`` epochs (Keras ``fit``); returns the ``History`` callback.
+
+        ``class_weight`` (``{class id: weight}``) weighs each training example by
+        its class, multiplying ``sample_weight``: the loss and the
+        ``weighted_metrics`` see it (see ``distrib.training.class_weights``).
 
         Example::
 
@@ -337,7 +344,8 @@ class Model:
                             shuffle=shuffle, initial_epoch=initial_epoch,
                             steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
                             validation_freq=validation_freq, sample_weight=sample_weight,
-                            validation_batch_size=validation_batch_size)
+                            validation_batch_size=validation_batch_size,
+                            class_weight=class_weight)
 
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None,
                  verbose: int | str = "auto", sample_weight: Any = None,

@@ -134,6 +134,11 @@ def _check_metric_names(metrics: Any, weighted: Any) -> None:
     for item in [*nest.flatten(metrics), *nest.flatten(weighted)]:
         if isinstance(item, str):
             metrics_mod.check_name(item)
+        elif item is not None and not isinstance(item, Metric) and not callable(item):
+            raise InvalidTypeError(explain("metric", item, "must be a metric name, a "
+                                           "distrib.metrics.Metric or a function (y_true, "
+                                           "y_pred) -> per-example values",
+                                           "pass e.g. metrics=['accuracy']"))
         elif isinstance(item, Metric):
             if any(item is m for m in seen):
                 raise UsageError(explain(
@@ -261,7 +266,14 @@ class LossesContainer:
             raise UsageError(explain("y", None, "the compiled loss needs targets",
                                      "pass y (or a dataset of (x, y) pairs), or override "
                                      "train_step/compute_loss"))
-        value, scale, n = loss.batch_loss(y_true, y_pred, weight)  # sum = value * scale
+        try:
+            value, scale, n = loss.batch_loss(y_true, y_pred, weight)  # sum = value * scale
+        except RuntimeError as e:  # shapes that do not broadcast: name them
+            raise UsageError(explain(
+                "y", f"targets of shape {tuple(getattr(y_true, 'shape', ()))}",
+                f"do not fit the predictions of shape {tuple(y_pred.shape)} for the loss "
+                f"{loss.name!r} ({e})", "give targets the shape of the model's output (class "
+                "ids for a sparse loss), or change the output layer")) from e
         rows = rows_of(y_pred)
         assert self._total is not None
         w = self._weights[i]

@@ -28,7 +28,8 @@ from distrib.training.data_adapter import is_array_like
 if TYPE_CHECKING:
     from distrib.training.model import Model
 
-__all__ = ["check_epochs", "check_validation_freq", "input_data", "validation_parts",
+__all__ = ["check_epochs", "check_shuffle", "check_batch_size", "check_validation_freq",
+           "input_data", "validation_parts",
            "needs_targets", "missing_targets", "require_targets"]
 
 _FORMAT = ("Data is expected to be in format `x`, `(x,)`, `(x, y)`, or "
@@ -54,6 +55,29 @@ def check_epochs(epochs: Any, initial_epoch: Any) -> None:
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) \
         and np.isfinite(value)
+
+
+def check_shuffle(shuffle: Any) -> None:
+    """``shuffle`` is a bool (or Keras' ``"batch"``).
+
+    Example:
+        >>> check_shuffle(True)
+    """
+    if not isinstance(shuffle, bool) and shuffle != "batch":
+        raise InvalidTypeError(explain("shuffle", shuffle, "must be True or False",
+                                       "pass shuffle=True to reshuffle the arrays every epoch"))
+
+
+def check_batch_size(name: str, value: Any) -> None:
+    """An optional batch size is a positive int.
+
+    Example:
+        >>> check_batch_size("validation_batch_size", None)
+    """
+    if value is not None and (isinstance(value, bool) or not isinstance(
+            value, (int, np.integer)) or value < 1):
+        raise UsageError(explain(name, value, "must be a positive int (a GLOBAL batch size, "
+                                 "split across the replicas)", f"pass e.g. {name}=64"))
 
 
 def check_validation_freq(freq: Any) -> None:

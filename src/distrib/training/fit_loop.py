@@ -31,7 +31,9 @@ from distrib.training.callbacks import CallbackList
 from distrib.training.class_weights import apply_class_weight, class_weight_table
 from distrib.training.data_adapter import DataHandler, is_array_like, split_arrays
 from distrib.training.fit_arguments import (
+    check_batch_size,
     check_epochs,
+    check_shuffle,
     check_validation_freq,
     input_data,
     require_targets,
@@ -271,6 +273,8 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         _check_replicated(model)
         check_epochs(epochs, initial_epoch)
         check_validation_freq(validation_freq)
+        check_shuffle(shuffle)
+        check_batch_size("validation_batch_size", validation_batch_size)
         x, y, sample_weight = input_data(x, y, sample_weight, "fit")
         table = class_weight_table(class_weight)
         runner = _Runner(model)

@@ -404,7 +404,7 @@ class Model:
     def load_weights(self, filepath: str | os.PathLike[str], **kwargs: Any) -> None:
         """Load weights written by :meth:`save_weights` (or :meth:`save`), weights only."""
         state = saving.module_state(saving.load_file(filepath))
-        self.module.load_state_dict(state)
+        saving.load_module_state(self.module, state, filepath)
 
     def save(self, filepath: str | os.PathLike[str], overwrite: bool = True,
              **kwargs: Any) -> None:
@@ -414,18 +414,24 @@ class Model:
                     "module": _cpu(self.module.state_dict()),
                     "optimizer": self.optimizer.state_dict() if self.optimizer is not None
                     else None,
+                    "optimizer_class": saving.optimizer_class(self.optimizer)
+                    if self.optimizer is not None else None,
                     "policy": self._dtype_policy.name}
         saving.save_on_chief(self.distribute_strategy, filepath, build, overwrite)
 
     def load(self, filepath: str | os.PathLike[str]) -> None:
-        """Restore a :meth:`save` file into this model (same architecture), weights only."""
+        """Restore a :meth:`save` file into this model (same architecture), weights only.
+
+        The optimizer state is restored when the compiled optimizer is of the class
+        that saved it; otherwise it is skipped with a warning and the compiled
+        optimizer keeps its hyper-parameters.
+        """
         obj = saving.load_file(filepath)
-        self.module.load_state_dict(saving.module_state(obj))
+        saving.load_module_state(self.module, saving.module_state(obj), filepath)
         state = obj.get("optimizer") if isinstance(obj, dict) else None
         if state is not None and self.optimizer is not None:
-            if not isinstance(self.optimizer, LossScaleOptimizer) and "inner" in state:
-                state = state["inner"]  # saved with loss scaling, loaded without
-            self.optimizer.load_state_dict(state)
+            saving.load_optimizer_state(self.optimizer, state, obj.get("optimizer_class"),
+                                        os.fspath(filepath))
 
     # ------------------------------------------------------ summary
     def summary(self, line_length: int | None = None, positions: Any = None,

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -111,5 +112,9 @@ def set_learning_rate(optimizer: Any, lr: float) -> None:
         >>> learning_rate(opt)
         0.1
     """
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) \
+            or lr < 0:
+        raise UsageError(explain("learning rate", lr, "must be a non-negative finite number",
+                                 "pass e.g. 0.001"))
     for group in optimizer.param_groups:
         group["lr"] = lr

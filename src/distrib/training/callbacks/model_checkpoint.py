@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from distrib.errors import UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.callbacks.base import (
     Callback,
     Logs,
@@ -97,6 +97,10 @@ class ModelCheckpoint(Callback):
                 "ModelCheckpoint save_freq", save_freq,
                 f'Unrecognized save_freq: {save_freq}. Expected save_freq are "epoch" or integer',
                 "pass save_freq='epoch' or a positive number of training batches"))
+        if not isinstance(filepath, (str, os.PathLike)):
+            raise InvalidTypeError(explain("ModelCheckpoint filepath", filepath,
+                                           "must be a path (a string or os.PathLike)",
+                                           "pass e.g. filepath='ckpt/model-{epoch}.pt'"))
         self.filepath = os.fspath(filepath)
         self.monitor = monitor
         self.verbose = verbose

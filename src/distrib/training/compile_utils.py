@@ -117,9 +117,9 @@ def _per_output(spec: Any, names: list[str], what: str) -> list[Any]:
 
 
 def _check_loss_names(loss: Any) -> None:
-    """Resolve every loss name now, so that a misspelt one fails at ``compile``."""
+    """Resolve every loss now, so that a misspelt name or a wrong type fails at ``compile``."""
     for item in nest.flatten(loss):
-        if isinstance(item, str):
+        if item is not None:
             losses_mod.get(item)
 
 

@@ -28,12 +28,31 @@ from distrib.training.data_adapter import is_array_like
 if TYPE_CHECKING:
     from distrib.training.model import Model
 
-__all__ = ["check_epochs", "check_shuffle", "check_batch_size", "check_validation_freq",
+__all__ = ["check_fit_arguments", "check_epochs", "check_shuffle", "check_batch_size", "check_steps",
+           "check_validation_freq",
            "input_data", "validation_parts",
            "needs_targets", "missing_targets", "require_targets"]
 
 _FORMAT = ("Data is expected to be in format `x`, `(x,)`, `(x, y)`, or "
            "`(x, y, sample_weight)`")
+
+
+def check_fit_arguments(*, epochs: Any, initial_epoch: Any, shuffle: Any,
+                        validation_freq: Any, steps_per_epoch: Any, validation_steps: Any,
+                        validation_batch_size: Any) -> None:
+    """The checks of ``fit``'s scalar arguments (the data is checked by :func:`input_data`).
+
+    Example:
+        >>> check_fit_arguments(epochs=2, initial_epoch=0, shuffle=True, validation_freq=1,
+        ...                     steps_per_epoch=None, validation_steps=None,
+        ...                     validation_batch_size=None)
+    """
+    check_epochs(epochs, initial_epoch)
+    check_validation_freq(validation_freq)
+    check_shuffle(shuffle)
+    check_batch_size("validation_batch_size", validation_batch_size)
+    check_steps("steps_per_epoch", steps_per_epoch)
+    check_steps("validation_steps", validation_steps)
 
 
 def check_epochs(epochs: Any, initial_epoch: Any) -> None:
@@ -78,6 +97,18 @@ def check_batch_size(name: str, value: Any) -> None:
             value, (int, np.integer)) or value < 1):
         raise UsageError(explain(name, value, "must be a positive int (a GLOBAL batch size, "
                                  "split across the replicas)", f"pass e.g. {name}=64"))
+
+
+def check_steps(name: str, value: Any) -> None:
+    """An optional number of steps is a positive int (or -1: until the data ends).
+
+    Example:
+        >>> check_steps("validation_steps", None)
+    """
+    if value is not None and (isinstance(value, bool) or not isinstance(
+            value, (int, np.integer)) or (value < 1 and value != -1)):
+        raise UsageError(explain(name, value, "must be a positive int, None or -1 (-1 runs "
+                                 "until the data ends)", f"pass e.g. {name}=10"))
 
 
 def check_validation_freq(freq: Any) -> None:

@@ -31,10 +31,8 @@ from distrib.training.callbacks import CallbackList
 from distrib.training.class_weights import apply_class_weight, class_weight_table
 from distrib.training.data_adapter import DataHandler, is_array_like, split_arrays
 from distrib.training.fit_arguments import (
-    check_batch_size,
-    check_epochs,
-    check_shuffle,
-    check_validation_freq,
+    check_fit_arguments,
+    check_steps,
     input_data,
     require_targets,
     validation_parts,
@@ -271,10 +269,10 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
     """``Model.fit`` (see there)."""
     with model._scope():
         _check_replicated(model)
-        check_epochs(epochs, initial_epoch)
-        check_validation_freq(validation_freq)
-        check_shuffle(shuffle)
-        check_batch_size("validation_batch_size", validation_batch_size)
+        check_fit_arguments(epochs=epochs, initial_epoch=initial_epoch, shuffle=shuffle,
+                            validation_freq=validation_freq, steps_per_epoch=steps_per_epoch,
+                            validation_steps=validation_steps,
+                            validation_batch_size=validation_batch_size)
         x, y, sample_weight = input_data(x, y, sample_weight, "fit")
         table = class_weight_table(class_weight)
         runner = _Runner(model)
@@ -372,6 +370,7 @@ def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: i
     """``Model.evaluate`` (see there)."""
     with model._scope():
         x, y, sample_weight = input_data(x, y, sample_weight, "evaluate")
+        check_steps("steps", steps)
         if is_array_like(x):
             require_targets(model, y, "evaluate()", "test_step")
         runner = _Runner(model)
@@ -424,6 +423,7 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
     """``Model.predict`` (see there)."""
     with model._scope():
         x, _, _ = input_data(x, None, None, "predict")
+        check_steps("steps", steps)
         runner = _Runner(model)
         level = _verbose(verbose)
         handler = DataHandler(x, None, None, batch_size, steps, strategy=runner.strategy,

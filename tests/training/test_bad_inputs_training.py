@@ -345,6 +345,10 @@ CASES = [
     Case("loss-scale-optimizer-step-with-a-closure",
          lambda: mp.LossScaleOptimizer(sgd()).step(lambda: 0.0), UsageError,
          ["closure = ", "does not take a closure"]),
+    Case("loss-scale-optimizer-of-float16-parameters",
+         lambda: (lambda w: mp.LossScaleOptimizer(torch.optim.SGD([w], lr=0.1)).minimize(
+             w.float().sum()))(nn.Parameter(torch.ones(2, dtype=torch.float16))),
+         UsageError, ["parameters = 'float16'", "mixed_float16 policy"]),
     # ------------------------------------------------------------ saving, loading
     Case("load-weights-of-a-missing-file",
          lambda: model().load_weights(_path("missing.pt")), FileNotFoundError,

@@ -227,6 +227,11 @@ class LossScaleOptimizer:
             if reduce is not None:  # the replicas that have gradients wait for this flag
                 reduce(torch.zeros(1, dtype=torch.float32))
             return
+        if any(g.dtype == torch.float16 for g in grads):
+            raise UsageError(explain(
+                "parameters", "float16", "loss scaling unscales float32 gradients "
+                "(torch.amp.GradScaler refuses float16 ones)", "keep the parameters in "
+                "float32 and compute in float16: the mixed_float16 policy, or torch.autocast"))
         if not scaled:  # the caller unscaled them: bring them back to the scale
             self._rescale(grads)
         if reduce is not None:

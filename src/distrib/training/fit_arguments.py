@@ -168,10 +168,9 @@ def input_data(x: Any, y: Any, sample_weight: Any, call: str
     """``(x, y, sample_weight)`` checked, with Python lists of numbers as arrays.
 
     Example:
-        >>> input_data(None, [1], None, "fit")
-        Traceback (most recent call last):
-        ...
-        distrib.errors.UsageError: x = None: fit() needs input data ...
+        >>> x, y, _ = input_data(np.zeros((2, 3)), [0.0, 1.0], None, "fit")
+        >>> y.dtype
+        dtype('float64')
     """
     x, y, sample_weight = (_as_array(n, v) for n, v in
                            (("x", x), ("y", y), ("sample_weight", sample_weight)))

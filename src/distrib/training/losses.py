@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from distrib.errors import InvalidTypeError, UsageError, explain
+from distrib.training.class_ids import class_cross_entropy, one_hot_labels_error
 
 __all__ = [
     "EPSILON", "Reduction", "Loss", "LossFunctionWrapper",
@@ -131,7 +132,7 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool 
     if labels.dim() == pred.dim() and labels.shape[-1] == 1:
         labels = labels.squeeze(-1)
     if labels.dim() == pred.dim() and pred.dim() > 1:
-        raise _one_hot_labels(labels, pred)
+        raise one_hot_labels_error(labels, pred)
     labels = labels.long()
     if not from_logits:
         pred = torch.log(pred.clamp(EPSILON, 1.0 - EPSILON))
@@ -140,46 +141,6 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool 
         scores, labels = scores.unsqueeze(0), labels.reshape(1)
     ignore = -100 if ignore_class is None else ignore_class
     return class_cross_entropy(scores, labels, reduction="none", ignore_index=ignore)
-
-
-def class_cross_entropy(scores: torch.Tensor, labels: torch.Tensor, **kwargs: Any
-                        ) -> torch.Tensor:
-    """``F.cross_entropy`` on class ids; a label outside ``[0, classes)`` raises TF's error.
-
-    (On CPU torch raises for such labels and the error is rewritten; on CUDA torch's
-    own device assertion fires.)
-
-    Example:
-        >>> class_cross_entropy(torch.zeros(1, 2), torch.tensor([5]))
-        Traceback (most recent call last):
-        ...
-        distrib.errors.UsageError: y_true = 'label 5': Received a label value of 5 ...
-    """
-    try:
-        return F.cross_entropy(scores, labels, **kwargs)
-    except IndexError as e:
-        classes = int(scores.shape[1]) if scores.dim() > 1 else int(scores.shape[0])
-        ignore = kwargs.get("ignore_index", -100)
-        bad = labels[((labels < 0) | (labels >= classes)) & (labels != ignore)]
-        if not bad.numel():
-            raise
-        label = int(bad.reshape(-1)[0])
-        fix = (f"class ids start at 0: use labels from 0 to {classes - 1}" if label < 0 else
-               f"the predictions have {classes} classes (units of the output layer): give "
-               f"the output layer one unit per class ({label + 1} or more for this label), "
-               f"or use labels from 0 to {classes - 1}")
-        raise UsageError(explain(
-            "y_true", f"label {label}", f"Received a label value of {label} which is outside "
-            f"the valid range of [0, {classes})", fix)) from e
-
-
-def _one_hot_labels(labels: torch.Tensor, pred: torch.Tensor) -> UsageError:
-    return UsageError(explain(
-        "y_true", f"labels of shape {tuple(labels.shape)} for predictions of shape "
-        f"{tuple(pred.shape)}", "a sparse categorical cross-entropy takes one integer class "
-        "id per example (labels of shape (batch,) or (batch, 1)); these look one-hot",
-        "use loss='categorical_crossentropy' for one-hot labels, or pass the class ids "
-        "y.argmax(-1)"))
 
 
 def categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False,

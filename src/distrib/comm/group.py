@@ -37,6 +37,7 @@ from distrib.errors import CollectiveTimeoutError, ConfigError, PeerLostError, e
 __all__ = ["Communicator"]
 
 _HEARTBEAT_SECONDS = 1.0
+_HEARTBEAT_STORE_TIMEOUT = 10.0
 
 
 class Communicator:
@@ -136,9 +137,10 @@ class Communicator:
         # A separate client connection so heartbeats never wait behind other store traffic.
         hb_store: dist.Store
         if isinstance(self.store, dist.TCPStore):
-            hb_store = dist.TCPStore(self.store.host, self.store.port, is_master=False,
-                                     timeout=datetime.timedelta(seconds=10),
-                                     wait_for_workers=False)
+            hb_store = dist.TCPStore(
+                self.store.host, self.store.port, is_master=False,
+                timeout=datetime.timedelta(seconds=_HEARTBEAT_STORE_TIMEOUT),
+                wait_for_workers=False)
         else:
             hb_store = self.store
 
@@ -158,7 +160,9 @@ class Communicator:
         """Stop the heartbeat and leave the group (idempotent)."""
         self._hb_stop.set()
         if self._hb_thread is not None:
-            self._hb_thread.join(timeout=2 * _HEARTBEAT_SECONDS)
+            # Wait out a store call in flight (bounded by its own timeout): a thread still
+            # inside torch when the interpreter finalizes aborts the process.
+            self._hb_thread.join(timeout=_HEARTBEAT_STORE_TIMEOUT + 2 * _HEARTBEAT_SECONDS)
             self._hb_thread = None
         if self.group is not None and dist.is_initialized():
             with contextlib.suppress(Exception):

@@ -32,12 +32,36 @@ import torch.distributed as dist
 from distrib.cluster.local_launch import configure_engine_environment
 from distrib.cluster.plan import ProcessPlan
 from distrib.comm.ops import CommunicationImplementation, CommunicationOptions
-from distrib.errors import CollectiveTimeoutError, ConfigError, PeerLostError, explain
+from distrib.comm.rendezvous import connect_store, host_store
+from distrib.errors import CollectiveTimeoutError, PeerLostError, UsageError, explain
 
-__all__ = ["Communicator"]
+__all__ = ["Communicator", "ensure_no_group"]
 
 _HEARTBEAT_SECONDS = 1.0
 _HEARTBEAT_STORE_TIMEOUT = 10.0
+
+
+def _has_key(store: dist.Store, key: str) -> bool:
+    try:
+        return bool(store.check([key]))
+    except (dist.DistError, RuntimeError):
+        return False
+
+
+def ensure_no_group(what: str, value: object) -> None:
+    """Raise when this process already belongs to a replica group (one per process).
+
+    Example::
+
+        ensure_no_group("MirroredStrategy(devices=...)", ["cpu:0", "cpu:1"])  # the first: passes
+    """
+    if dist.is_available() and dist.is_initialized():
+        raise UsageError(explain(
+            what, value, f"this process is already rank {dist.get_rank()} of "
+            f"{dist.get_world_size()} in the replica group of a strategy created earlier "
+            "(the default process group exists), and a process belongs to one replica group",
+            "create the multi-replica strategy once and reuse that object (pass it around, "
+            "or get it back with distrib.get_strategy() inside its scope)"))
 
 
 class Communicator:
@@ -90,35 +114,23 @@ class Communicator:
     def _make_store(self) -> dist.Store:
         if self.store is not None:
             return self.store
-        hosting = self.plan.rank == 0 and not self.plan.store_is_external
-        try:
-            return dist.TCPStore(
-                self.plan.master_addr, self.plan.master_port,
-                world_size=self.plan.world_size, is_master=hosting,
-                timeout=datetime.timedelta(seconds=self.timeout),
-                wait_for_workers=False)
-        except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError
-            who = self.plan.describe_rank(0)
-            if hosting:
-                raise ConfigError(explain(
-                    "rendezvous address", f"{self.plan.master_addr}:{self.plan.master_port}",
-                    f"this process ({who}) must listen there but could not ({exc})",
-                    "make sure the port is free and the address belongs to this machine")
-                ) from exc
-            raise PeerLostError(
-                f"Could not reach the chief {who} at {self.plan.master_addr}:"
-                f"{self.plan.master_port} within {self.timeout:.0f} s ({exc}). "
-                "Fix: start every task of the cluster (the chief first or at the same time), "
-                "check the address in the cluster configuration, or raise "
-                "CommunicationOptions(timeout_seconds=...).",
-                lost=[self.plan.task_names[0] if self.plan.task_names else "rank 0"]) from exc
+        addr, port = self.plan.master_addr, self.plan.master_port
+        if self.plan.rank == 0 and not self.plan.store_is_external:
+            return host_store(addr, port, self.plan.world_size, self.timeout)
+        chief = self.plan.task_names[0] if self.plan.task_names else "rank 0"
+        what = ("the rendezvous store of the launcher" if self.plan.store_is_external
+                else f"the rendezvous store hosted by {self.plan.describe_rank(0)}")
+        return connect_store(addr, port, self.timeout, what, lost=[chief])
 
     def start(self) -> None:
         """Join the group: rendezvous, create the process group, start the heartbeat."""
         if self.world_size == 1:
             return
+        ensure_no_group("a second replica group", self.plan.task_names)
         configure_engine_environment(self.plan)
         self.store = self._make_store()
+        if not self.plan.store_is_external:
+            self._wait_for_everyone()
         try:
             dist.init_process_group(
                 backend=self.backend(), store=self.store, rank=self.rank,
@@ -130,6 +142,27 @@ class Communicator:
         self._start_heartbeat()
         # Leave the group before the interpreter tears down torch's threads.
         atexit.register(self.shutdown)
+
+    def _wait_for_everyone(self) -> None:
+        """Wait (within the timeout) until every rank reached the store; name the missing ones."""
+        assert self.store is not None
+        keys = [f"distrib/joined/{r}" for r in range(self.world_size)]
+        self.store.set(keys[self.rank], "1")
+        try:
+            self.store.wait(keys, datetime.timedelta(seconds=self.timeout))
+            return
+        except (dist.DistError, RuntimeError):
+            pass
+        missing = [r for r, k in enumerate(keys) if not _has_key(self.store, k)]
+        names = [self.plan.task_names[r] if r < len(self.plan.task_names) else f"rank {r}"
+                 for r in missing]
+        raise PeerLostError(
+            f"{', '.join(self.plan.describe_rank(r) for r in missing) or 'some task'} did not "
+            f"join the group within {self.timeout:g} s (waiting on "
+            f"{self.plan.describe_rank(self.rank)} for every task of the cluster to reach the "
+            f"rendezvous store at {self.plan.master_addr}:{self.plan.master_port}). Fix: start "
+            "every task of the cluster, check that each has the same cluster configuration, "
+            "or raise CommunicationOptions(timeout_seconds=...).", lost=names)
 
     def _start_heartbeat(self) -> None:
         prefix = "distrib/hb/"

@@ -19,12 +19,10 @@ threads per replica, and prefixes warnings of non-chief replicas with
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import warnings
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from distrib.cluster import local_plan
 from distrib.cluster.local_launch import (
@@ -33,8 +31,9 @@ from distrib.cluster.local_launch import (
     local_replica_env,
 )
 from distrib.cluster.plan import ProcessPlan
-from distrib.comm.group import Communicator
+from distrib.comm.group import Communicator, ensure_no_group
 from distrib.comm.ops import CommunicationOptions
+from distrib.comm.rendezvous import host_store
 from distrib.errors import ConfigError, UsageError, explain
 
 __all__ = ["establish", "parse_devices", "default_devices", "select_devices",
@@ -133,9 +132,7 @@ def _prefix_warnings(plan: ProcessPlan) -> None:
 
 def _host_store(world_size: int, options: CommunicationOptions) -> Any:
     """Host a rendezvous store on a free loopback port (this process is replica 0)."""
-    return dist.TCPStore("127.0.0.1", 0, world_size=world_size, is_master=True,
-                         timeout=datetime.timedelta(seconds=options.effective_timeout()),
-                         wait_for_workers=False)
+    return host_store("127.0.0.1", 0, world_size, options.effective_timeout())
 
 
 def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
@@ -162,6 +159,7 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
                                           "re-launched local replica", "let distrib set it"))
             plan = local_plan(n_local, local_rank, local_env.master_port)
         else:
+            ensure_no_group("devices of a second multi-replica strategy", devices)
             store = _host_store(n_local, options)
             plan = local_plan(n_local, 0, store.port)
             launcher = LocalReplicaLauncher(n_local, "127.0.0.1", store.port)
@@ -169,6 +167,8 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
             _launchers.append(launcher)
     else:
         plan = resolver.process_plan(n_local, local_rank)
+        if plan.world_size > 1:
+            ensure_no_group("devices of a second multi-replica strategy", devices)
         if plan.world_size > 1 and plan.master_port == 0:
             # A group of this worker alone (an evaluator): its replica 0 hosts the store.
             if local_env is not None and local_env.master_port is not None:

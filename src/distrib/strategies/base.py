@@ -153,9 +153,7 @@ class StrategyExtended:
         if isinstance(value, Mirrored) and op is ReduceOp.MEAN:
             return value
         local = unwrap(value)
-        distributed = isinstance(value, DistributedValues)
-        if not distributed and op is ReduceOp.MEAN:
-            return Mirrored((torch.as_tensor(local),))
+        self._group.check_signature("reduce_to", local, ())
         return Mirrored((self._group.all_reduce(op, local),))
 
     def batch_reduce_to(self, reduce_op: ReduceOp | str, value_destination_pairs: list[Any],
@@ -283,7 +281,8 @@ def _group_of(comm: Communicator | None, device: torch.device, wrap: bool
         all_reduce_sum=lambda t: collectives.all_reduce(comm, ReduceOp.SUM, t),
         all_reduce=lambda op, value: collectives.all_reduce_nest(comm, op, value),
         all_gather=lambda t, axis: collectives.all_gather(comm, t, axis),
-        all_gather_object=lambda obj: collectives.all_gather_object(comm, obj))
+        check_signature=lambda what, value, free: collectives.check_same_signature(
+            comm, what, value, free))
 
 
 class Strategy:
@@ -375,6 +374,14 @@ class Strategy:
         ``reduce("sum", v, axis=None)`` → ``tensor([2., 4.])``;
         ``reduce("mean", v, axis=0)`` → ``tensor(1.5)``.
 
+        A value that is not a ``PerReplica`` (a plain tensor or number) is this
+        replica's value like any other: ``"sum"`` and ``"mean"`` both combine it over
+        all replicas, so every replica gets the same result (the value itself when
+        the replicas hold equal values and the op is MEAN).  TensorFlow, one
+        process, returns a plain value as-is for MEAN and refuses SUM.  Values whose
+        structure, shapes or dtypes differ between replicas raise ``UsageError`` on
+        every replica, naming them.
+
         The result is detached from autograd (it is read in cross-replica context);
         inside the replica function, ``get_replica_context().all_reduce`` is differentiable.
         """
@@ -384,6 +391,8 @@ class Strategy:
                 "Fix: pass distrib.ReduceOp.SUM / MEAN or 'sum' / 'mean'.")
         op = ReduceOp.from_value(reduce_op)
         self._check_cross_replica("reduce")
+        free = () if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
+        self._extended.replica_group.check_signature("strategy.reduce", unwrap(value), free)
         with torch.no_grad():  # a cross-replica result; use ReplicaContext.all_reduce for grads
             return map_structure(lambda x: self._reduce_leaf(op, x, axis), value)
 
@@ -394,8 +403,6 @@ class Strategy:
         t = local.detach() if isinstance(local, torch.Tensor) else torch.as_tensor(local)
         if axis is None:
             if isinstance(value, Mirrored) and op is ReduceOp.MEAN:
-                return t
-            if not distributed and op is ReduceOp.MEAN:
                 return t
             group = ext.replica_group  # MEAN over the replica programs that hold values
             total = group.all_reduce(ReduceOp.SUM, t)
@@ -427,6 +434,7 @@ class Strategy:
             raise ContextError("tf.distribute.Strategy.gather method requires cross-replica "
                                "context, use get_replica_context().all_gather() instead")
         group = self._extended.replica_group
+        group.check_signature("strategy.gather", unwrap(value), (axis,))
         return map_structure(lambda x: group.all_gather(_rank_one(unwrap(x)), axis), value)
 
     # ---------------------------------------------------------- values

@@ -38,6 +38,7 @@ from distrib.training.fit_arguments import (
     validation_parts,
 )
 from distrib.training.metrics import flat_states, results_from_states
+from distrib.training.predict_gather import gather_outputs
 
 if TYPE_CHECKING:
     from distrib.training.model import Model
@@ -452,12 +453,9 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
                                      "Unexpected result of `predict_function` (Empty "
                                      "batch_outputs)", "check that the dataset yields batches"))
         if runner.replicas > 1:  # every replica's outputs, in row order within each step
-            gathered = runner.group.all_gather_object((handler.order_key(), outputs))
-            per_replica = [out for _, out in sorted(gathered, key=lambda item: item[0])]
+            ordered = gather_outputs(runner.group, handler.order_key(), outputs)
         else:
-            per_replica = [outputs]
-        ordered = [per_replica[r][s] for s in range(len(outputs))
-                   for r in range(len(per_replica))]
+            ordered = outputs
         result = _concat(ordered)
         cbs.on_predict_end()
     return result

@@ -92,6 +92,11 @@ class Model:
         name: the model's name (``summary()``).
     """
 
+    #: ``save``/``save_weights`` write atomically themselves (one temporary file per
+    #: save, renamed into place on the chief), so ``ModelCheckpoint`` passes them the
+    #: final path.
+    saves_atomically = True
+
     def __init__(self, module: nn.Module, name: str | None = None) -> None:
         if not isinstance(module, nn.Module):
             raise InvalidTypeError(explain("module", type(module).__name__,

@@ -3,6 +3,9 @@
 * A file is written under a temporary name in the destination directory,
   flushed to disk and renamed over the final name (``os.replace``), so a crash at
   any moment leaves either the previous file or the new one, never a torn file.
+  One temporary file per save, named ``.tmp-<pid>@<host>@...``; the next save in
+  the same directory removes those of processes of this host that no longer run
+  (a writer killed mid-save), and never another live writer's.
 * Under a strategy every replica calls the save; only the chief writes, then all
   replicas wait for it (a zero all-reduce) so that a load right after a save
   sees the new file everywhere.  A failed write raises on every replica.
@@ -18,6 +21,9 @@ Example::
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import socket
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -29,9 +35,64 @@ import torch
 from distrib.errors import DistribError, UsageError, explain
 
 __all__ = ["atomic_save", "save_on_chief", "load_file", "get_weights", "set_weights",
-           "optimizer_class", "load_optimizer_state", "load_module_state", "FORMAT"]
+           "optimizer_class", "load_optimizer_state", "load_module_state", "FORMAT",
+           "temporary_prefix", "remove_stale_temporaries"]
 
 FORMAT = "distrib.Model"
+_TEMPORARY = re.compile(r"^\.tmp-(\d+)@([^@]*)@")
+
+
+def temporary_prefix() -> str:
+    """The name prefix of this process's temporary files: ``.tmp-<pid>@<host>@``.
+
+    Example:
+        >>> temporary_prefix().startswith(f".tmp-{os.getpid()}@")
+        True
+    """
+    return f".tmp-{os.getpid()}@{socket.gethostname()}@"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike[str]) -> list[str]:
+    """Remove temporary files left in ``directory`` by saves of dead processes of this host.
+
+    Returns the names removed.  Files of live processes, of other hosts (their
+    processes cannot be checked from here) and every other file are kept.
+
+    Example:
+        >>> import tempfile
+        >>> remove_stale_temporaries(tempfile.mkdtemp())
+        []
+    """
+    host = socket.gethostname()
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = _TEMPORARY.match(name)
+        if match is None or match.group(2) != host or _running(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except OSError:  # removed meanwhile, or not ours to remove: keep going
+            continue
+        removed.append(name)
+    return removed
 
 
 def atomic_save(obj: Any, path: str | os.PathLike[str]) -> None:
@@ -49,7 +110,9 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> None:
     if os.path.isdir(path):
         raise IsADirectoryError(explain("filepath", path, "is an existing directory",
                                         "give a file name, e.g. ckpt/weights.pt"))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix="-" + os.path.basename(path))
+    remove_stale_temporaries(directory)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(),
+                               suffix="-" + os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)

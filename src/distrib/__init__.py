@@ -95,6 +95,13 @@ if TYPE_CHECKING:
     )
     from distrib.training import Model, callbacks, function, losses, metrics, optimizers
 
+# A replica process that a program starts for itself (MirroredStrategy over several
+# devices) begins with the random state this program had here, so data drawn from
+# here on is the same in every replica (distrib.cluster.random_state has the rule).
+from distrib.cluster.random_state import synchronize_at_import as _synchronize  # noqa: E402
+
+_synchronize()
+
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:

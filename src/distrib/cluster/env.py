@@ -48,7 +48,7 @@ SLURM_VARIABLES = (
 #: What distrib sets in the local replica processes it starts itself.
 LOCAL_REPLICA_VARIABLES = (
     "DISTRIB_LOCAL_RANK", "DISTRIB_LOCAL_WORLD_SIZE", "DISTRIB_MASTER_ADDR",
-    "DISTRIB_MASTER_PORT",
+    "DISTRIB_MASTER_PORT", "DISTRIB_RANDOM_STATE",
 )
 
 

@@ -248,6 +248,16 @@ def _check_leaves(what: str, value: Any, shown: str) -> None:
                 "strategy.run, e.g. `return loss`"))
 
 
+def _check_axes(value: Any, axes: Sequence[int]) -> None:
+    for t in tree_flatten(value)[0]:
+        rank = torch.as_tensor(t).dim() if not isinstance(t, torch.Tensor) else t.dim()
+        bad = [a for a in axes if not -rank <= a < max(rank, 1)]
+        if bad:
+            raise UsageError(explain("axis", bad[0], f"is out of range for a value of rank "
+                                     f"{rank}", f"pass an axis in [-{rank}, {rank})"
+                                     if rank else "reshape the value to rank 1 first"))
+
+
 def check_same_signature(comm: Communicator | None, what: str, value: Any,
                          free_axes: Sequence[int] = ()) -> None:
     """Raise unless every replica passes a nest of the same structure, dtypes and shapes.
@@ -261,6 +271,10 @@ def check_same_signature(comm: Communicator | None, what: str, value: Any,
         check_same_signature(comm, "strategy.reduce", value)
         # UsageError on both: ... replica 0: {'a': float32[2]}; replica 1: {'b': float32[2]}
     """
+    for axis in free_axes:
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise UsageError(explain("axis", axis, "must be an int (or, for reduce, a tuple "
+                                     "of ints or None)", "pass e.g. axis=0"))
     canonical, shown = signature_of(value, free_axes)
     if comm is not None and comm.world_size > 1:
         mine = torch.tensor([_hash64(canonical)], dtype=torch.int64)
@@ -271,3 +285,4 @@ def check_same_signature(comm: Communicator | None, what: str, value: Any,
             texts = [t.split("\x00", 1) for t in _gather_texts(comm, f"{canonical}\x00{shown}")]
             raise _mismatch(what, [c for c, _ in texts], [s for _, s in texts])
     _check_leaves(what, value, shown)
+    _check_axes(value, free_axes)

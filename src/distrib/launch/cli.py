@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib.machinery
 import os
 import sys
 
@@ -141,7 +142,15 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _check_program(args: argparse.Namespace) -> None:
-    if not args.module and not os.path.exists(args.script):
+    if args.module:
+        top = args.script.split(".")[0]
+        if importlib.machinery.PathFinder.find_spec(top, [os.getcwd(), *sys.path]) is None \
+                and top not in sys.builtin_module_names:
+            raise ConfigError(explain("program", args.script, "python -m finds no module "
+                                      f"named {top!r} here", "check the module name, run "
+                                      "from the directory that holds it, or give a file "
+                                      "without -m"))
+    elif not os.path.isfile(args.script):
         raise ConfigError(explain("program", args.script, "no such file",
                                   "give the path of the program, or use -m for a module"))
 
@@ -151,18 +160,19 @@ def _run(args: argparse.Namespace) -> int:
         given = [f"--{name.replace('_', '-')}" for name in _TORCHRUN_ONLY
                  if getattr(args, name) not in (None, "1")]
         if given:
-            raise ConfigError(f"{', '.join(given)} only apply with --nproc-per-node "
-                              "(torchrun mode). Fix: remove them, or use --nproc-per-node.")
+            raise ConfigError(explain(
+                "option", " ".join(given), "applies only with --nproc-per-node (torchrun "
+                "mode), not with --cluster", "remove it, or use --nproc-per-node"))
         jobs = parse_cluster_arg(args.cluster)
         _check_program(args)
         command = [sys.executable, *(["-m"] if args.module else []), args.script,
                    *args.script_args]
         return LocalClusterLauncher(jobs, command, grace_period=args.grace_period).run()
-    _check_program(args)
     cmd = torchrun_command(args.nproc_per_node, args.script, list(args.script_args),
                            module=args.module, nnodes=args.nnodes, node_rank=args.node_rank,
                            master_addr=args.master_addr, master_port=args.master_port,
                            max_restarts=args.max_restarts)
+    _check_program(args)
     exec_torchrun(cmd)
     return 0  # pragma: no cover - exec does not return
 

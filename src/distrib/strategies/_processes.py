@@ -87,6 +87,9 @@ def parse_devices(devices: Any, what: str = "devices") -> list[str]:
     """Normalise a list of device names (``"/gpu:0"``, ``"GPU:1"``, ``"cpu:0"``, ``"cuda:0"``)."""
     if isinstance(devices, (str, torch.device)):
         devices = [devices]
+    if not isinstance(devices, (list, tuple)):
+        raise ConfigError(explain(what, devices, "must be a list of device names",
+                                  "pass e.g. ['cpu:0', 'cpu:1'] or ['gpu:0', 'gpu:1']"))
     out = []
     for d in devices:
         name = str(d).lower().strip()

@@ -391,7 +391,7 @@ class Strategy:
                 "Fix: pass distrib.ReduceOp.SUM / MEAN or 'sum' / 'mean'.")
         op = ReduceOp.from_value(reduce_op)
         self._check_cross_replica("reduce")
-        free = () if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
+        free = () if axis is None else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
         self._extended.replica_group.check_signature("strategy.reduce", unwrap(value), free)
         with torch.no_grad():  # a cross-replica result; use ReplicaContext.all_reduce for grads
             return map_structure(lambda x: self._reduce_leaf(op, x, axis), value)

@@ -234,6 +234,11 @@ def _mismatch(what: str, canon: list[str], shown: list[str]) -> UsageError:
         "the axis that varies)"))
 
 
+def _leaf_text(x: Any) -> str:
+    text = repr(x)
+    return f"{type(x).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
 def _check_leaves(what: str, value: Any, shown: str) -> None:
     leaves, _ = tree_flatten(value)
     for i, x in enumerate(leaves):
@@ -242,7 +247,7 @@ def _check_leaves(what: str, value: Any, shown: str) -> None:
             raise UsageError(explain(
                 f"{what} value", None if whole else shown,
                 "the replica function returned None" if whole else
-                f"leaf {i} is {'None' if x is None else type(x).__name__}, and only tensors "
+                f"leaf {i} is {'None' if x is None else _leaf_text(x)}, and only tensors "
                 "and numbers can be reduced or gathered",
                 "return the tensor (or a structure of tensors) from the function given to "
                 "strategy.run, e.g. `return loss`"))

@@ -170,10 +170,8 @@ class Communicator:
         # A separate client connection so heartbeats never wait behind other store traffic.
         hb_store: dist.Store
         if isinstance(self.store, dist.TCPStore):
-            hb_store = dist.TCPStore(
-                self.store.host, self.store.port, is_master=False,
-                timeout=datetime.timedelta(seconds=_HEARTBEAT_STORE_TIMEOUT),
-                wait_for_workers=False)
+            hb_store = connect_store(self.store.host, self.store.port,
+                                     _HEARTBEAT_STORE_TIMEOUT, "the rendezvous store")
         else:
             hb_store = self.store
 
@@ -208,9 +206,7 @@ class Communicator:
         if self.store is None:
             return None
         try:
-            probe = (dist.TCPStore(self.store.host, self.store.port, is_master=False,
-                                   timeout=datetime.timedelta(seconds=5),
-                                   wait_for_workers=False)
+            probe = (connect_store(self.store.host, self.store.port, 5, "the rendezvous store")
                      if isinstance(self.store, dist.TCPStore) else self.store)
             keys = [f"distrib/hb/{r}" for r in range(self.world_size)]
 

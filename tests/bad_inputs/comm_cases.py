@@ -14,7 +14,7 @@ def options(id: str, says: list[str], **kwargs: object) -> Case:
 
 
 CASES = [
-    options("bytes-per-pack-negative", ["bytes_per_pack = -1", "non-negative integer"],
+    options("bytes-per-pack-negative", ["bytes_per_pack = -1", "an integer count of bytes"],
             bytes_per_pack=-1),
     options("bytes-per-pack-fraction", ["bytes_per_pack = 1.5"], bytes_per_pack=1.5),
     options("bytes-per-pack-a-string", ["bytes_per_pack = '1'"], bytes_per_pack="1"),

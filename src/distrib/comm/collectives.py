@@ -257,10 +257,9 @@ def _check_axes(value: Any, axes: Sequence[int]) -> None:
     for t in tree_flatten(value)[0]:
         rank = torch.as_tensor(t).dim() if not isinstance(t, torch.Tensor) else t.dim()
         bad = [a for a in axes if not -rank <= a < max(rank, 1)]
-        if bad:
-            raise UsageError(explain("axis", bad[0], f"is out of range for a value of rank "
-                                     f"{rank}", f"pass an axis in [-{rank}, {rank})"
-                                     if rank else "reshape the value to rank 1 first"))
+        if bad:  # TensorFlow's words
+            raise UsageError(f"`axis` = {bad[0]!r} out of range for `value` with rank {rank}. "
+                             f"Fix: pass an axis in [-{rank}, {rank}).")
 
 
 def check_same_signature(comm: Communicator | None, what: str, value: Any,

@@ -110,7 +110,7 @@ class CommunicationOptions:
     def __post_init__(self) -> None:
         if not _is_int(self.bytes_per_pack) or self.bytes_per_pack < 0:
             raise UsageError(explain("bytes_per_pack", self.bytes_per_pack,
-                                     "bytes_per_pack must be a non-negative integer",
+                                     "bytes_per_pack must be non-negative (an integer count of bytes)",
                                      "pass 0 for the default bucket size or a byte count"))
         if self.timeout_seconds is not None:
             t = self.timeout_seconds

@@ -157,6 +157,7 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
         if n_local == 1:
             return None, _torch_device(devices[0])
         if local_env is not None:
+            ensure_no_group("devices of a second multi-replica strategy", devices)
             if local_env.master_port is None:
                 raise ConfigError(explain("DISTRIB_MASTER_PORT", None, "is required in a "
                                           "re-launched local replica", "let distrib set it"))

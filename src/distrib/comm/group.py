@@ -131,13 +131,11 @@ class Communicator:
         self.store = self._make_store()
         if not self.plan.store_is_external:
             self._wait_for_everyone()
-        try:
+        with self.guard("joining the group"):  # engine errors become a distrib diagnosis
             dist.init_process_group(
                 backend=self.backend(), store=self.store, rank=self.rank,
                 world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=self.timeout))
-        except dist.DistError as exc:
-            raise self._diagnose("joining the group", exc) from exc
         self.group = dist.group.WORLD
         self._start_heartbeat()
         # Leave the group before the interpreter tears down torch's threads.

@@ -50,8 +50,9 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics", "optimizers"],
                     "distrib.training"),
 }
-_SUBMODULES = {"cluster", "comm", "config", "data", "datasets", "distribute", "errors", "input",
-               "mixed_precision", "nest", "strategies", "tpu", "training"}
+_SUBMODULES = {"cluster", "comm", "config", "data", "datasets", "distribute", "errors",
+               "experimental", "input", "mixed_precision", "models", "nest", "strategies", "tpu",
+               "training", "utils"}
 
 if TYPE_CHECKING:
     from distrib import (
@@ -62,12 +63,15 @@ if TYPE_CHECKING:
         datasets,
         distribute,
         errors,
+        experimental,
         input,
         mixed_precision,
+        models,
         nest,
         strategies,
         tpu,
         training,
+        utils,
     )
     from distrib.comm import CommunicationImplementation, CommunicationOptions, ReduceOp
     from distrib.distribute import (
@@ -126,8 +130,8 @@ __all__ = [
     "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
     "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "StrategyExtended", "TPUStrategy",
     "ValueContext", "callbacks", "cluster", "comm", "compute_average_loss", "config", "data",
-    "datasets", "distribute", "errors", "experimental_set_strategy", "function",
+    "datasets", "distribute", "errors", "experimental", "experimental_set_strategy", "function",
     "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context", "input",
-    "losses", "metrics", "mixed_precision", "nest", "optimizers", "scale_regularization_loss",
-    "strategies", "tpu", "training"
+    "losses", "metrics", "mixed_precision", "models", "nest", "optimizers",
+    "scale_regularization_loss", "strategies", "tpu", "training", "utils"
 ]

@@ -26,6 +26,7 @@ __all__ = [
     "ConfigError",
     "UsageError",
     "ContextError",
+    "ScopeError",
     "InvalidTypeError",
     "PeerLostError",
     "CollectiveTimeoutError",
@@ -52,6 +53,13 @@ class InvalidTypeError(DistribError, TypeError):
 
 class ContextError(DistribError, RuntimeError):
     """A function was called in the wrong context (scope, replica or cross-replica)."""
+
+
+class ScopeError(ContextError, ValueError):
+    """A model or module is used under a strategy whose ``scope()`` did not create it.
+
+    TensorFlow raises ``ValueError`` here; the class is also a :class:`ContextError`.
+    """
 
 
 class PeerLostError(DistribError, RuntimeError):

@@ -29,6 +29,7 @@ from distrib.comm.ops import CommunicationOptions, ReduceOp
 from distrib.distribute import context
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.distribute.replica_context import ReplicaContext, ValueContext
+from distrib.distribute.sync_on_read import SyncOnReadGroup
 from distrib.distribute.values import (
     DistributedValues,
     Mirrored,
@@ -39,7 +40,12 @@ from distrib.distribute.values import (
 from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
 from distrib.input import distribute_dataset, distribute_datasets_from_function
 from distrib.nest import map_structure
-from distrib.strategies._replication import ModuleTracker, replicate_module
+from distrib.strategies._replication import (
+    ModuleTracker,
+    is_replicated,
+    replicate_module,
+    replicated_parameters,
+)
 
 __all__ = ["Strategy", "StrategyExtended"]
 
@@ -52,8 +58,10 @@ class StrategyExtended:
     how it works.  The hooks, and what the synchronous strategies do in them:
 
     ``_setup_module(module)``
-        a root module created in ``scope()`` when the scope closes: move it to the
-        replica's device and attach SUM all-reduce of its gradients (DDP's reducer).
+        a root module created in ``scope()`` when the scope closes (or when ``fit`` runs
+        inside it): move it to the replica's device and attach SUM all-reduce of its
+        gradients (DDP's reducer); for a module already set up, refresh the reducer if
+        its parameters or what trains changed.
     ``_setup_optimizer(optimizer)``
         an optimizer about to train replicated modules: nothing to do.
     ``_module_state_dict(module)`` / ``_load_module_state_dict(module, state)``
@@ -91,6 +99,7 @@ class StrategyExtended:
         self._scope_depth = 0
         self._tracker: ModuleTracker | None = None
         self._group = _group_of(comm, device, wrap)
+        self._sync_on_read = SyncOnReadGroup(self._group)
 
     # ----------------------------------------------------------- group facts
     @property
@@ -102,6 +111,16 @@ class StrategyExtended:
             1
         """
         return self._group
+
+    @property
+    def sync_on_read(self) -> SyncOnReadGroup:
+        """The values summed across replicas when ``strategy.run`` returns (metrics).
+
+        Example:
+            >>> len(distrib.get_strategy().extended.sync_on_read)
+            0
+        """
+        return self._sync_on_read
 
     @property
     def _num_replicas(self) -> int:
@@ -228,7 +247,41 @@ class StrategyExtended:
         group = self._comm.group if self._comm is not None and \
             self._comm.world_size > 1 else None
         cap = self._options.bytes_per_pack / 2**20 if self._options.bytes_per_pack else None
-        replicate_module(module, self._device, group, cap, self._guard)
+        replicate_module(module, self._device, group, cap, self._guard,
+                         all_gather=self._group.all_gather if group is not None else None)
+
+    def setup_scope_modules(self) -> None:
+        """Set up now the modules created so far in the open ``scope()`` (as closing it will).
+
+        ``Model.fit``, ``evaluate`` and ``predict`` called inside the ``with
+        strategy.scope():`` block that created the model need its modules replicated
+        before the first step.  Every replica must call it.
+        """
+        if self._tracker is not None:
+            for root in self._tracker.roots():
+                self._setup_module(root)
+
+    def refresh_modules(self, root: nn.Module) -> None:
+        """Bring every module of ``root`` this strategy set up in line with what it holds and
+        trains now (layers added, ``requires_grad`` changed).  Every replica calls it."""
+        for module in list(root.modules()):
+            if is_replicated(module):
+                self._setup_module(module)
+
+    def unreplicated_parameters(self, root: nn.Module) -> list[str]:
+        """Names of ``root``'s trainable parameters whose gradients no replica group sums
+        (made outside ``scope()``); empty on a single replica.
+
+        Example:
+            >>> distrib.get_strategy().extended.unreplicated_parameters(torch.nn.Linear(1, 1))
+            []
+        """
+        if self._group.num_replicas_in_sync == 1:  # one replica program (TPU: one per host)
+            return []
+        covered: set[int] = set()
+        for module in root.modules():
+            covered.update(id(p) for p in replicated_parameters(module))
+        return [n for n, p in root.named_parameters() if p.requires_grad and id(p) not in covered]
 
     def setup_optimizer(self, optimizer: Any) -> Any:
         """Prepare ``optimizer`` (over this strategy's modules) to train; returns what to use."""
@@ -348,6 +401,7 @@ class Strategy:
                                      f"positional args must be a list or tuple, got {type(args)}",
                                      "pass args=(x,) — note the comma for a single argument"))
         result = self._extended.call_for_each_replica(fn, tuple(args), kwargs)
+        self._extended.sync_on_read.synchronize()  # metrics updated in fn: global sums
         return wrap_nest(result) if self._extended._wrap else result
 
     # -------------------------------------------------------------- reduce

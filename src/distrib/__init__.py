@@ -46,18 +46,23 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["AutoShardPolicy", "InputContext", "InputOptions",
                      "InputReplicationMode"], "distrib.input"),
     **dict.fromkeys(["MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-                     "Strategy", "StrategyExtended", "TPUStrategy"], "distrib.strategies"),
+                     "ParameterServerStrategy", "Strategy", "StrategyExtended",
+                     "TPUStrategy"], "distrib.strategies"),
+    **dict.fromkeys(["FixedShardsPartitioner", "MaxSizePartitioner", "MinSizePartitioner"],
+                    "distrib.distribute.partitioners"),
     **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics", "optimizers"],
                     "distrib.training"),
 }
-_SUBMODULES = {"cluster", "comm", "config", "data", "datasets", "distribute", "errors", "input",
-               "mixed_precision", "nest", "strategies", "tpu", "training"}
+_SUBMODULES = {"cluster", "comm", "config", "coordinator", "data", "datasets", "distribute",
+               "errors", "input", "mixed_precision", "nest", "rpc", "strategies", "tpu",
+               "training"}
 
 if TYPE_CHECKING:
     from distrib import (
         cluster,
         comm,
         config,
+        coordinator,
         data,
         datasets,
         distribute,
@@ -65,6 +70,7 @@ if TYPE_CHECKING:
         input,
         mixed_precision,
         nest,
+        rpc,
         strategies,
         tpu,
         training,
@@ -84,11 +90,17 @@ if TYPE_CHECKING:
         in_cross_replica_context,
         scale_regularization_loss,
     )
+    from distrib.distribute.partitioners import (
+        FixedShardsPartitioner,
+        MaxSizePartitioner,
+        MinSizePartitioner,
+    )
     from distrib.input import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
     from distrib.strategies import (
         MirroredStrategy,
         MultiWorkerMirroredStrategy,
         OneDeviceStrategy,
+        ParameterServerStrategy,
         Strategy,
         StrategyExtended,
         TPUStrategy,
@@ -122,12 +134,14 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AutoShardPolicy", "CommunicationImplementation", "CommunicationOptions",
-    "DistributedValues", "InputContext", "InputOptions", "InputReplicationMode", "Mirrored",
+    "DistributedValues", "FixedShardsPartitioner", "InputContext", "InputOptions",
+    "InputReplicationMode", "MaxSizePartitioner", "MinSizePartitioner", "Mirrored",
     "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-    "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "StrategyExtended", "TPUStrategy",
-    "ValueContext", "callbacks", "cluster", "comm", "compute_average_loss", "config", "data",
-    "datasets", "distribute", "errors", "experimental_set_strategy", "function",
-    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context", "input",
-    "losses", "metrics", "mixed_precision", "nest", "optimizers", "scale_regularization_loss",
+    "ParameterServerStrategy", "PerReplica", "ReduceOp", "ReplicaContext", "Strategy",
+    "StrategyExtended", "TPUStrategy", "ValueContext", "callbacks", "cluster", "comm",
+    "compute_average_loss", "config", "coordinator", "data", "datasets", "distribute",
+    "errors", "experimental_set_strategy", "function", "get_replica_context", "get_strategy",
+    "has_strategy", "in_cross_replica_context", "input", "losses", "metrics",
+    "mixed_precision", "nest", "optimizers", "rpc", "scale_regularization_loss",
     "strategies", "tpu", "training"
 ]

@@ -101,10 +101,12 @@ class ClusterClient:
         self._error: PeerLostError | None = None
         self._stop = threading.Event()
         self._beats: threading.Thread | None = None
+        self._reached: set[str] = set()  # tasks that answered during this session
 
     # ------------------------------------------------------------- sessions
     def _hello(self, client: RpcClient) -> str:
         reply = wire.decode(client.call("Hello", wire.encode({"session": self.session})))
+        self._reached.add(client.task)
         return str(reply["incarnation"])
 
     def connect_ps(self) -> None:
@@ -148,6 +150,7 @@ class ClusterClient:
             for client in [*self.ps, *self.workers]:
                 try:
                     client.call("Beat", body, timeout=self.timeout)
+                    self._reached.add(client.task)
                 except PeerLostError as exc:
                     if client in self.ps and self._error is None:
                         self._error = exc
@@ -174,11 +177,20 @@ class ClusterClient:
                 if self._installed[index] >= len(self._per_worker):
                     return
                 blob = self._per_worker[self._installed[index]]
-            self._reply(index, client.call("Install", blob, code=True, timeout=None))
+            self._reply(index, client.call("Install", self._envelope(index, blob), code=True,
+                                           timeout=None))
             self._installed[index] += 1
+
+    def _envelope(self, index: int, blob: bytes) -> bytes:
+        return wire.encode({"incarnation": self._incarnations[index], "blob": blob})
 
     def _reply(self, index: int, reply: bytes) -> Any:
         answer = wire.decode(reply)
+        if answer.get("restarted"):
+            client = self.workers[index]
+            raise PeerLostError(f"Lost task {client.task}: it restarted (a new process at "
+                                f"{client.address}) and must be sent its objects again.",
+                                lost=[client.task])
         if "error" in answer:
             raise remote_exception(answer["error"], self.workers[index].task)
         return answer["ok"]
@@ -192,24 +204,32 @@ class ClusterClient:
         """
         self._install_all(index)
         client = self.workers[index]
-        return self._reply(index, client.call("Run", blob, code=True,
+        return self._reply(index, client.call("Run", self._envelope(index, blob), code=True,
                                               timeout=365 * 24 * 3600.0))
 
     # ------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
-        """Tell every task that the chief finished (best effort) and close the connections."""
+        """Tell every task that the chief finished, and close the connections.
+
+        A task that never answered in this session (still starting) is waited for, at
+        most the communication timeout, so that it does not wait for a chief that is
+        gone; a task that answered before and is unreachable now is not.
+        """
         self._stop.set()
         body = wire.encode({"session": self.session})
-        waits = []
-        for client in [*self.workers, *self.ps]:
+
+        def tell(client: RpcClient) -> None:
+            if client.task not in self._reached and not client.wait_ready(self.timeout):
+                return
             try:
-                waits.append(client.future("Shutdown", body, timeout=5.0))
-            except Exception:  # noqa: BLE001 - the task may be gone already
+                client.call("Shutdown", body, timeout=5.0)
+            except Exception:  # noqa: BLE001 - the task is gone already
                 pass
-        for wait in waits:
-            try:
-                wait()
-            except Exception:  # noqa: BLE001
-                pass
+        threads = [threading.Thread(target=tell, args=(c,), daemon=True)
+                   for c in [*self.workers, *self.ps]]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(self.timeout + 10.0)
         for client in [*self.workers, *self.ps]:
             client.close()

@@ -1,5 +1,9 @@
 """The worker side of a parameter-server cluster: install per-worker objects, run closures.
 
+Both carry the worker's *incarnation* as the chief knows it: a worker that restarted
+since (a new process at the same address, without the objects) answers
+``{"restarted": true}`` instead, and the chief sends it everything again.
+
 A worker holds what the chief sends it, in order: modules (their parameters become
 local tensors that track the variables on the ``ps`` tasks), optimizers, per-worker
 datasets and iterators, functions.  Two methods, both carrying code and therefore
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -82,6 +87,7 @@ class ClosureExecutor:
         self._special = resolve_special
         self._context = context
         self._lock = threading.Lock()
+        self.incarnation = uuid.uuid4().hex
         self.resources: dict[int, Any] = {}
         self.optimizer_ids: dict[int, int] = {}
 
@@ -121,12 +127,15 @@ class ClosureExecutor:
         return tensor
 
     # -------------------------------------------------------------- methods
-    def _run_guarded(self, work: Callable[[], Any]) -> bytes:
+    def _run_guarded(self, body: bytes, work: Callable[[bytes], Any]) -> bytes:
+        envelope = wire.decode(body)
+        if envelope["incarnation"] != self.incarnation:
+            return wire.encode({"restarted": True})
         with self._lock:
             _current.index = self.worker_index
             try:
                 with self._context():
-                    return wire.encode({"ok": work()})
+                    return wire.encode({"ok": work(envelope["blob"])})
             except BaseException as exc:  # noqa: BLE001 - every failure goes to the chief
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
@@ -135,17 +144,17 @@ class ClosureExecutor:
                 _current.index = None
 
     def _install(self, body: bytes, caller: str) -> bytes:
-        def work() -> None:
-            request = pickling.loads(body, self._resolve)
+        def work(blob: bytes) -> None:
+            request = pickling.loads(blob, self._resolve)
             value = request["fn"](*request["args"])
             self.resources[request["rid"]] = value
             if isinstance(value, torch.optim.Optimizer):
                 self.optimizer_ids[id(value)] = request["rid"]
-        return self._run_guarded(work)
+        return self._run_guarded(body, work)
 
     def _run(self, body: bytes, caller: str) -> bytes:
-        def work() -> Any:
-            request = pickling.loads(body, self._resolve)
+        def work(blob: bytes) -> Any:
+            request = pickling.loads(blob, self._resolve)
             if self.variables.placements:
                 self.variables.pull()
             result = request["fn"](*request["args"], **request["kwargs"])
@@ -153,7 +162,7 @@ class ClosureExecutor:
             if changes:
                 self.variables.add(changes)
             return result
-        return self._run_guarded(work)
+        return self._run_guarded(body, work)
 
     # ------------------------------------------------------------ optimizers
     def push_gradients(self, optimizer: torch.optim.Optimizer) -> None:

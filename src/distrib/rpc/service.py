@@ -7,7 +7,8 @@ the methods of its role plus three of its own:
     a chief session starts (the chief's first contact, or a restarted chief): a
     new session makes the task forget the previous session's state;
 ``Beat``
-    the chief is alive (it sends one every second);
+    the chief is alive (it sends one every second to every task, so a task the
+    chief never used still knows it is there; a beat of a new session starts it);
 ``Shutdown``
     the chief finished: :meth:`TaskService.serve` returns and the task exits 0.
 
@@ -51,16 +52,18 @@ class TaskService:
         handlers: the role's methods.
         code_methods: which of them carry code.
         on_new_session: called when a new chief session starts (forget state).
+        incarnation: this process's identity (a restarted task has a new one).
     """
 
     def __init__(self, task: str, address: str, chief: str, auth: Authenticator,
                  timeout: float, handlers: dict[str, Handler],
                  code_methods: frozenset[str] = frozenset(),
-                 on_new_session: Callable[[], None] | None = None) -> None:
+                 on_new_session: Callable[[], None] | None = None,
+                 incarnation: str | None = None) -> None:
         self.task = task
         self.chief = chief
         self.timeout = timeout
-        self.incarnation = uuid.uuid4().hex
+        self.incarnation = incarnation or uuid.uuid4().hex
         self._on_new_session = on_new_session
         self._session: str | None = None
         self._last_contact = time.monotonic()
@@ -72,24 +75,24 @@ class TaskService:
     def _touch(self) -> None:
         self._last_contact = time.monotonic()
 
-    def _hello(self, body: bytes, caller: str) -> bytes:
-        session = wire.decode(body)["session"]
+    def _join_session(self, session: str) -> None:
         with self._lock:
             if session != self._session:
                 if self._on_new_session is not None:
                     self._on_new_session()
                 self._session = session
             self._touch()
+
+    def _hello(self, body: bytes, caller: str) -> bytes:
+        self._join_session(wire.decode(body)["session"])
         return wire.encode({"task": self.task, "incarnation": self.incarnation})
 
     def _beat(self, body: bytes, caller: str) -> bytes:
-        session = wire.decode(body)["session"]
-        if session == self._session:
-            self._touch()
-        return wire.encode({"incarnation": self.incarnation, "known": session == self._session})
+        self._join_session(wire.decode(body)["session"])
+        return wire.encode({"incarnation": self.incarnation})
 
     def _shutdown(self, body: bytes, caller: str) -> bytes:
-        if wire.decode(body)["session"] == self._session:
+        if self._session is None or wire.decode(body)["session"] == self._session:
             self._stop.set()
         return wire.encode({})
 

@@ -183,7 +183,7 @@ class ParameterServerStrategyExtended(StrategyExtended):
             self.intercept_optimizer_steps()
             service = TaskService(self._task, address, chief, self._auth, self._timeout,
                                   self._executor.handlers(), EXECUTOR_CODE_METHODS,
-                                  self._executor.reset)
+                                  self._executor.reset, self._executor.incarnation)
         service.serve()
 
     def _resolve_special(self, ref: tuple[Any, ...]) -> Any:

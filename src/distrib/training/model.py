@@ -216,6 +216,8 @@ class Model:
         self._compiled_call = jit.compile_step(self._jit_target, jit_compile, self.name,
                                                self.distribute_strategy)
         self._steps_per_execution = steps_per_execution
+        self._run_eagerly = bool(kwargs.get("run_eagerly"))
+        self._pss_evaluation_shards = kwargs.get("pss_evaluation_shards", 0)
         self._is_compiled = True
 
     def _assert_compiled(self, what: str) -> None:

@@ -72,7 +72,7 @@ def main() -> None:
     try:
         coordinator.schedule(lambda x: x, args=(bad,))
     except ValueError as exc:
-        out["remote_value_arg"] = str(exc)[:60]
+        out["remote_value_arg"] = str(exc)
     rv = coordinator.schedule(lambda: {"a": torch.ones(2), "b": 3})
     value = rv.fetch()
     out["structure"] = [value["a"].tolist(), value["b"], type(rv.get()["a"]).__name__]

@@ -44,7 +44,7 @@ def main() -> None:
     torch.manual_seed(0)
     with strategy.scope():
         model = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
     coordinator = ClusterCoordinator(strategy)
     per_worker_iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
 

@@ -41,3 +41,20 @@ def test_coordinator_semantics_match_tensorflow(tmp_path: Path) -> None:
     assert report["done_after_error"] is True  # the error was raised once, then cleared
     assert "RemoteValue` used as an input to scheduled function" in report["remote_value_arg"]
     assert report["structure"] == [[1.0, 1.0], 3, "Tensor"]
+
+
+def test_fit_and_evaluate_follow_tensorflow_rules(tmp_path: Path) -> None:
+    out, report = run_cluster("fit_rules.py", tmp_path, {"chief": 1, "worker": 1, "ps": 1})
+    assert all(code == 0 for code, _, _ in out.values()), failures(out)
+    assert "When providing a distributed dataset, you must specify the number of steps" in \
+        report["no_steps_dataset"]
+    assert "When using a `tf.keras.utils.experimental.DatasetCreator`, `steps_per_epoch`" in \
+        report["no_steps_arrays"]
+    assert "`verbose=1` is not allowed with `ParameterServerStrategy`" in report["verbose_1"]
+    assert "you must specify the number of steps" in report["evaluate_no_steps"]
+    assert report["history_keys"] == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    assert report["epochs_seen"] == [0, 1, 2]   # callbacks run on the chief
+    assert report["loss_falls"] is True
+    assert len(report["evaluate_steps"]) == 2
+    assert report["exact_accuracy_matches_predict"] is True  # every test example once
+    assert report["predict_shape"] == [256, 2]

@@ -125,7 +125,8 @@ class VariableStore:
         return {"values": self._values([sid for sid, _ in request["deltas"]])}
 
     def _setoptimizer(self, request: dict[str, Any]) -> dict[str, Any]:
-        groups, group_of = [], []
+        groups: list[dict[str, Any]] = []
+        group_of: list[int | None] = []
         for hyper, sids in request["groups"]:
             local = [self._shard(s) for s in sids if s in self.shards]
             group_of.append(len(groups) if local else None)
@@ -291,10 +292,10 @@ class VariableClient:
                 self.local[vid].copy_(v)
         self.pull(list(values))
 
-    def send_code(self, method: str, body_for: Callable[[int], Any]) -> None:
-        """Send a pickled request (built per ``ps`` task by ``body_for(task)``) to every ``ps``."""
-        waits = [c.future(method, pickling.dumps(body_for(t)), code=True)
-                 for t, c in enumerate(self.ps)]
+    def send_code(self, method: str, request: Any) -> None:
+        """Send a pickled ``request`` (a code method) to every ``ps`` and wait for them."""
+        blob = pickling.dumps(request)
+        waits = [c.future(method, blob, code=True) for c in self.ps]
         for wait in waits:
             wait()
 

@@ -48,7 +48,7 @@ def tensor_bytes(t: torch.Tensor) -> memoryview:
     flat = t.contiguous().reshape(-1)
     if flat.numel() == 0:
         return memoryview(b"")
-    return memoryview(flat.view(torch.uint8).numpy())
+    return memoryview(flat.view(torch.uint8).numpy())  # type: ignore[arg-type]
 
 
 class _Encoder:
@@ -81,7 +81,7 @@ class _Encoder:
                                          "arrays travel between tasks", "convert the array"))
             arr = np.ascontiguousarray(v)
             return ["N", arr.dtype.str, list(arr.shape),
-                    *self._add(memoryview(arr.reshape(-1).view(np.uint8)))]
+                    *self._add(memoryview(arr.reshape(-1).view(np.uint8)))]  # type: ignore[arg-type]
         if isinstance(v, np.generic):
             return self.value(v.item())
         if isinstance(v, (bytes, bytearray, memoryview)):

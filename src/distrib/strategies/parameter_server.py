@@ -170,7 +170,8 @@ class ParameterServerStrategyExtended(StrategyExtended):
         chief = "chief:0"
         if self._role == "ps":
             store = VariableStore()
-            handlers = {m: partial(store.handle, m) for m in STORE_METHODS}
+            handlers: dict[str, Callable[[bytes, str], bytes]] = {
+                m: partial(store.handle, m) for m in STORE_METHODS}
             service = TaskService(self._task, address, chief, self._auth, self._timeout,
                                   handlers, STORE_CODE_METHODS, store.reset)
         else:
@@ -262,8 +263,8 @@ class ParameterServerStrategyExtended(StrategyExtended):
             vids = [vid for p in group["params"] if (vid := variables.variable_id(p)) is not None]
             groups.append((_hyper(group), variables.shard_ids(vids)))
         rid = self._new_id()
-        variables.send_code("SetOptimizer", lambda task: {"opt": rid, "cls": type(optimizer),
-                                                          "groups": groups})
+        variables.send_code("SetOptimizer", {"opt": rid, "cls": type(optimizer),
+                                             "groups": groups})
         self._hyper[rid] = (optimizer, repr([_hyper(g) for g in optimizer.param_groups]))
         self._share(optimizer, rid)
         return rid
@@ -273,8 +274,7 @@ class ParameterServerStrategyExtended(StrategyExtended):
         for rid, (optimizer, last) in list(self._hyper.items()):
             now = [_hyper(g) for g in optimizer.param_groups]
             if repr(now) != last:
-                self._chief().variables.send_code("SetHyper", lambda task, n=now, r=rid:
-                                                  {"opt": r, "groups": n})
+                self._chief().variables.send_code("SetHyper", {"opt": rid, "groups": now})
                 self._hyper[rid] = (optimizer, repr(now))
 
     # ---------------------------------------------- per-worker objects, closures

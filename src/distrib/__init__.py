@@ -45,7 +45,8 @@ _EXPORTS: dict[str, str] = {
                      "has_strategy", "in_cross_replica_context"], "distrib.distribute"),
     **dict.fromkeys(["AutoShardPolicy", "InputContext", "InputOptions",
                      "InputReplicationMode"], "distrib.input"),
-    **dict.fromkeys(["MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
+    **dict.fromkeys(["CentralStorageStrategy", "MirroredStrategy",
+                     "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
                      "ParameterServerStrategy", "Strategy", "StrategyExtended",
                      "TPUStrategy"], "distrib.strategies"),
     **dict.fromkeys(["FixedShardsPartitioner", "MaxSizePartitioner", "MinSizePartitioner"],
@@ -97,6 +98,7 @@ if TYPE_CHECKING:
     )
     from distrib.input import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
     from distrib.strategies import (
+        CentralStorageStrategy,
         MirroredStrategy,
         MultiWorkerMirroredStrategy,
         OneDeviceStrategy,
@@ -133,8 +135,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AutoShardPolicy", "CommunicationImplementation", "CommunicationOptions",
-    "DistributedValues", "FixedShardsPartitioner", "InputContext", "InputOptions",
+    "AutoShardPolicy", "CentralStorageStrategy", "CommunicationImplementation",
+    "CommunicationOptions", "DistributedValues", "FixedShardsPartitioner", "InputContext", "InputOptions",
     "InputReplicationMode", "MaxSizePartitioner", "MinSizePartitioner", "Mirrored",
     "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
     "ParameterServerStrategy", "PerReplica", "ReduceOp", "ReplicaContext", "Strategy",

@@ -100,8 +100,8 @@ class CentralStorageExtended(StrategyExtended):
                    for p in g["params"])
 
     def _params(self, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-        return [p for g in optimizer.param_groups for p in g["params"]
-                if self._owned.get(id(p)) is p]
+        params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
+        return [p for p in params if id(p) in self._owned and self._owned.get(id(p)) is p]
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         comm = self._comm
@@ -115,7 +115,7 @@ class CentralStorageExtended(StrategyExtended):
         for p in params:
             by_dtype.setdefault(p.dtype, []).append(p)
         for group in by_dtype.values():
-            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in group]
+            grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in group]
             flat = collectives.reduce_to_chief(comm, _flat(grads).clone())
             if comm.rank == 0:
                 for p, g in zip(group, _unflat(flat, group)):

@@ -2,8 +2,9 @@
 
 For the seeds' MLP (784-128-10) on the bundled digits (28x28, batch 64, SGD lr 0.01,
 cross-entropy on logits), each contender runs a local TF_CONFIG cluster of one chief,
-1 or 2 workers and one ps, every process with one thread (``OMP_NUM_THREADS=1``; TF's
-intra- and inter-op pools 1), and trains with Keras-style ``fit`` under its
+1 or 2 workers and one ps, every process with one compute thread (``OMP_NUM_THREADS=1``,
+TF's intra-op pool 1; TF's inter-op pool keeps its default, one thread per core, because
+with one thread TF's parameter-server runtime deadlocks), and trains with Keras-style ``fit`` under its
 ParameterServerStrategy for two epochs of ``--steps`` steps; the second epoch is timed
 (from ``on_epoch_begin`` to ``on_epoch_end``, which waits for every step), so the
 per-fit set-up (sending the model and dataset to the workers, TF's tracing) is left
@@ -89,17 +90,17 @@ def task_tensorflow(args: argparse.Namespace) -> None:
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tensorflow as tf  # only in the TensorFlow environment
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type in ("worker", "ps"):
         config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1,
-                                          inter_op_parallelism_threads=1)
+                                          inter_op_parallelism_threads=args.tf_inter_op)
         server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
                                       task_index=resolver.task_id, protocol="grpc",
                                       config=config, start=True)
         server.join()
         return
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(args.tf_inter_op)
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     x, y = _data(args.data)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x)).batch(BATCH).repeat()
@@ -158,7 +159,8 @@ def run_cluster(kind: str, workers: int, args: argparse.Namespace) -> dict[str, 
             env = {**base, "TF_CONFIG": json.dumps({"cluster": cluster,
                                                     "task": {"type": job, "index": i}})}
             cmd = [python, __file__, "--task", kind, "--data", args.data, "--steps",
-                   str(args.steps), "--roundtrips", str(args.roundtrips)]
+                   str(args.steps), "--roundtrips", str(args.roundtrips),
+                   "--tf-inter-op", str(args.tf_inter_op)]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
     chief = procs[0]
@@ -194,6 +196,9 @@ def main() -> None:
     ap.add_argument("--roundtrips", type=int, default=200, help="empty closures timed")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each contender")
     ap.add_argument("--tf-python", default=TF_PYTHON, help="python of a TF 2.21 environment")
+    ap.add_argument("--tf-inter-op", type=int, default=0,
+                    help="TF's inter-op threads in every task (0: TF's default, one per "
+                         "core; with 1, TF's parameter-server runtime deadlocks)")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
     if args.task:

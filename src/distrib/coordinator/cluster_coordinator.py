@@ -1,4 +1,4 @@
-"""``ClusterCoordinator``: schedule functions on the workers of a ParameterServerStrategy (TF §1.6).
+"""``ClusterCoordinator``: schedule functions on the workers of a ParameterServerStrategy.
 
 One thread per worker takes closures from one queue, sends each to its worker and
 records the result in the closure's :class:`RemoteValue`.  TensorFlow's rules:

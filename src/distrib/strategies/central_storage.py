@@ -1,4 +1,4 @@
-"""``CentralStorageStrategy``: one copy of the variables, compute on every local device (TF §1.5).
+"""``CentralStorageStrategy``: one copy of the variables, compute on every local device.
 
 One machine only.  One process per compute device (as for every distrib strategy);
 the chief's process owns the parameter device: at ``optimizer.step()`` the

@@ -1,4 +1,4 @@
-"""``ParameterServerStrategy``: asynchronous training with parameter servers (TF §1.6).
+"""``ParameterServerStrategy``: asynchronous training with parameter servers.
 
 The cluster (TF_CONFIG) has a ``chief`` (the coordinator: it runs the training
 program), ``worker`` tasks and ``ps`` tasks.  Every task runs the same program; on a

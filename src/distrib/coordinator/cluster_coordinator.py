@@ -1,7 +1,8 @@
 """``ClusterCoordinator``: schedule functions on the workers of a ParameterServerStrategy.
 
-One thread per worker takes closures from one queue, sends each to its worker and
-records the result in the closure's :class:`RemoteValue`.  TensorFlow's rules:
+Two threads per worker take closures from one queue, send each to their worker (which
+runs them one at a time, in the order they were taken, the next one already waiting) and
+record the result in the closure's :class:`RemoteValue`.  TensorFlow's rules:
 
 * ``schedule`` never blocks; the function runs on some worker at least once;
 * a worker that is lost (killed, unreachable) gives its closure back to the queue —
@@ -48,6 +49,9 @@ __all__ = ["ClusterCoordinator", "experimental_get_current_worker_index"]
 _COORDINATORS: weakref.WeakKeyDictionary[Any, ClusterCoordinator] = \
     weakref.WeakKeyDictionary()
 _RECONNECT_SECONDS = 2.0
+#: Closures sent to a worker at once: while it runs one, the next is already there, so the
+#: round trip to the chief is hidden (the worker still runs one at a time, in order).
+_SLOTS_PER_WORKER = 2
 
 
 @dataclass
@@ -157,9 +161,10 @@ class ClusterCoordinator:
         self._queue = _ClosureQueue()
         self._down_since: list[float | None] = [time.monotonic()] * ext.num_workers
         self._stop = threading.Event()
+        self._take = [threading.Lock() for _ in range(ext.num_workers)]
         self._threads = [threading.Thread(target=self._worker_loop, args=(i,), daemon=True,
-                                          name=f"WorkerClosureProcessingLoop-{i}")
-                         for i in range(ext.num_workers)]
+                                          name=f"WorkerClosureProcessingLoop-{i}.{slot}")
+                         for i in range(ext.num_workers) for slot in range(_SLOTS_PER_WORKER)]
         for thread in self._threads:
             thread.start()
         _COORDINATORS[strategy] = self
@@ -183,11 +188,13 @@ class ClusterCoordinator:
                 if connected:
                     self._down_since[index] = None
                 continue
-            closure = self._queue.get(timeout=0.5)
+            with self._take[index]:  # the closure and its place in the worker's order
+                closure = self._queue.get(timeout=0.5)
+                seq = self._ext.ticket(index) if closure is not None else None
             if closure is None:
                 continue
             try:
-                result = self._ext.run_closure(index, closure.blob)
+                result = self._ext.run_closure(index, closure.blob, seq)
             except PeerLostError as exc:
                 if exc.lost == [self._ext.worker_name(index)]:
                     self._down_since[index] = time.monotonic()

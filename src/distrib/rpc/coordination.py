@@ -96,6 +96,8 @@ class ClusterClient:
         self.variables = VariableClient(self.ps)
         self._per_worker: list[bytes] = []
         self._installed = [0] * len(workers)
+        self._worker_locks = [threading.Lock() for _ in workers]
+        self._tickets = [0] * len(workers)
         self._incarnations: list[str | None] = [None] * len(workers)
         self._lock = threading.Lock()
         self._error: PeerLostError | None = None
@@ -135,14 +137,26 @@ class ClusterClient:
         client = self.workers[index]
         if not client.wait_ready(timeout):
             return False
-        try:
-            incarnation = self._hello(client)
-        except PeerLostError:
-            return False
-        if incarnation != self._incarnations[index]:
-            self._incarnations[index] = incarnation
-            self._installed[index] = 0
+        with self._worker_locks[index]:
+            try:
+                incarnation = self._hello(client)
+            except PeerLostError:
+                return False
+            if incarnation != self._incarnations[index]:
+                self._incarnations[index] = incarnation
+                self._installed[index] = 0
+                self._tickets[index] = 0
         return True
+
+    def ticket(self, index: int) -> int:
+        """The next position in worker ``index``'s order of closures (taken when dispatching).
+
+        The worker runs closures in ticket order, so a worker fed several closures at once
+        (to hide the round trip) still runs them in the order they were dispatched.
+        """
+        with self._worker_locks[index]:
+            self._tickets[index] += 1
+            return self._tickets[index] - 1
 
     def _beat_loop(self) -> None:
         body = wire.encode({"session": self.session})
@@ -172,17 +186,19 @@ class ClusterClient:
 
     def _install_all(self, index: int) -> None:
         client = self.workers[index]
-        while True:
-            with self._lock:
-                if self._installed[index] >= len(self._per_worker):
-                    return
-                blob = self._per_worker[self._installed[index]]
-            self._reply(index, client.call("Install", self._envelope(index, blob), code=True,
-                                           timeout=None))
-            self._installed[index] += 1
+        with self._worker_locks[index]:
+            while True:
+                with self._lock:
+                    if self._installed[index] >= len(self._per_worker):
+                        return
+                    blob = self._per_worker[self._installed[index]]
+                self._reply(index, client.call("Install", self._envelope(index, blob),
+                                               code=True, timeout=None))
+                self._installed[index] += 1
 
-    def _envelope(self, index: int, blob: bytes) -> bytes:
-        return wire.encode({"incarnation": self._incarnations[index], "blob": blob})
+    def _envelope(self, index: int, blob: bytes, seq: int | None = None) -> bytes:
+        return wire.encode({"incarnation": self._incarnations[index], "blob": blob,
+                            "seq": seq})
 
     def _reply(self, index: int, reply: bytes) -> Any:
         answer = wire.decode(reply)
@@ -195,8 +211,8 @@ class ClusterClient:
             raise remote_exception(answer["error"], self.workers[index].task)
         return answer["ok"]
 
-    def run(self, index: int, blob: bytes) -> Any:
-        """Run a pickled closure on worker ``index``; returns its result.
+    def run(self, index: int, blob: bytes, seq: int | None = None) -> Any:
+        """Run a pickled closure on worker ``index`` (``seq``: its :meth:`ticket`); returns its result.
 
         Raises:
             PeerLostError: the worker (``lost == ["worker:i"]``) or a ``ps`` it used is lost.
@@ -204,8 +220,8 @@ class ClusterClient:
         """
         self._install_all(index)
         client = self.workers[index]
-        return self._reply(index, client.call("Run", self._envelope(index, blob), code=True,
-                                              timeout=365 * 24 * 3600.0))
+        return self._reply(index, client.call("Run", self._envelope(index, blob, seq),
+                                              code=True, timeout=365 * 24 * 3600.0))
 
     # ------------------------------------------------------------- shutdown
     def shutdown(self) -> None:

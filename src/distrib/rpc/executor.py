@@ -46,6 +46,7 @@ from distrib.rpc.variables import VariableClient
 __all__ = ["ClosureExecutor", "EXECUTOR_CODE_METHODS", "current_worker_index"]
 
 EXECUTOR_CODE_METHODS = frozenset({"Install", "Run"})
+_ORDER_WAIT_SECONDS = 5.0
 _current = threading.local()
 
 
@@ -87,6 +88,8 @@ class ClosureExecutor:
         self._special = resolve_special
         self._context = context
         self._lock = threading.Lock()
+        self._order = threading.Condition()
+        self._next_seq = 0
         self.incarnation = uuid.uuid4().hex
         self.resources: dict[int, Any] = {}
         self.optimizer_ids: dict[int, int] = {}
@@ -101,6 +104,8 @@ class ClosureExecutor:
             self.resources.clear()
             self.optimizer_ids.clear()
             self.variables.forget()
+        with self._order:
+            self._next_seq = 0
 
     # ----------------------------------------------------------- references
     def _resolve(self, ref: tuple[Any, ...]) -> Any:
@@ -127,10 +132,32 @@ class ClosureExecutor:
         return tensor
 
     # -------------------------------------------------------------- methods
+    def _wait_turn(self, seq: int | None) -> None:
+        """Closures dispatched together run in dispatch order (a missing one is waited for briefly)."""
+        if seq is None:
+            return
+        with self._order:
+            self._order.wait_for(lambda: self._next_seq >= seq, timeout=_ORDER_WAIT_SECONDS)
+
+    def _done_turn(self, seq: int | None) -> None:
+        if seq is None:
+            return
+        with self._order:
+            self._next_seq = max(self._next_seq, seq + 1)
+            self._order.notify_all()
+
     def _run_guarded(self, body: bytes, work: Callable[[bytes], Any]) -> bytes:
         envelope = wire.decode(body)
         if envelope["incarnation"] != self.incarnation:
             return wire.encode({"restarted": True})
+        seq = envelope.get("seq")
+        self._wait_turn(seq)
+        try:
+            return self._run_locked(envelope, work)
+        finally:
+            self._done_turn(seq)
+
+    def _run_locked(self, envelope: dict[str, Any], work: Callable[[bytes], Any]) -> bytes:
         with self._lock:
             _current.index = self.worker_index
             try:

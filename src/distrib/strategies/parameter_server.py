@@ -329,9 +329,16 @@ class ParameterServerStrategyExtended(StrategyExtended):
         """(Re)start the session on worker ``index``; False if it is not reachable."""
         return self._chief().connect_worker(index, timeout)
 
-    def run_closure(self, index: int, closure: bytes) -> Any:
-        """Run a :meth:`pack_closure` result on worker ``index``; returns its result."""
-        return self._chief().run(index, closure)
+    def ticket(self, index: int) -> int:
+        """Worker ``index``'s next position in dispatch order (see :meth:`run_closure`)."""
+        return self._chief().ticket(index)
+
+    def run_closure(self, index: int, closure: bytes, seq: int | None = None) -> Any:
+        """Run a :meth:`pack_closure` result on worker ``index``; returns its result.
+
+        ``seq``, a :meth:`ticket`, makes the worker run closures in dispatch order.
+        """
+        return self._chief().run(index, closure, seq)
 
     def check_cluster(self) -> None:
         """Raise the error of a lost ``ps`` task, if any."""

@@ -38,6 +38,17 @@ def test_pickled_messages_keep_tensors_out_of_the_pickle_stream() -> None:
     assert torch.allclose(fn(torch.ones(1, 3)), net(torch.ones(1, 3)) * 2)
 
 
+def test_code_messages_are_authenticated_over_their_whole_body() -> None:
+    auth = Authenticator("secret")
+    token = auth.sign("Run", b"code", full=True)
+    assert auth.verify("Run", b"code", token, full=True)
+    assert not auth.verify("Run", b"c0de", token, full=True)       # altered in flight
+    assert not auth.verify("Install", b"code", token, full=True)   # replayed as another call
+    assert not Authenticator("other").verify("Run", b"code", token, full=True)
+    data = auth.sign("Push", b"gradients", full=False)
+    assert not auth.verify("Push", b"gradientz", data, full=False)  # CRC-32 of the body
+
+
 def _serve(secret: str, address: str) -> RpcServer:
     server = RpcServer("ps:0", address, Authenticator(secret),
                        {"Echo": lambda body, caller: body,

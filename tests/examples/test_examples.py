@@ -81,3 +81,25 @@ def test_transfer_learning_keeps_every_replica_identical(tmp_path: Path) -> None
     assert sorted(r for r, _ in sums) == ["0", "1"] and sums[0][1] == sums[1][1], sums
     accuracy = float(re.search(r"fine-tuned: test accuracy ([0-9.]+)", proc.stdout).group(1))  # type: ignore[union-attr]
     assert accuracy > 0.8
+
+def _distrib_run(cluster: str, script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "distrib.launch", "run", "--cluster", cluster,
+                           str(EXAMPLES / script), *args], env=clean_env(OMP_NUM_THREADS="1"),
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_parameter_server_fit_reaches_the_demo_accuracy_band(tmp_path: Path) -> None:
+    proc = _distrib_run("chief=1,worker=2,ps=1", "parameter_server_fit.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    accuracy = float(re.search(r"Test accuracy: ([0-9.]+)", proc.stdout).group(1))  # type: ignore[union-attr]
+    assert accuracy >= 0.95
+    assert "[chief:0] Epoch 8/8" in proc.stdout  # the chief runs the loop and the callbacks
+    assert "[worker:0] Epoch" not in proc.stdout
+
+
+def test_parameter_server_custom_loop_learns(tmp_path: Path) -> None:
+    proc = _distrib_run("chief=1,worker=2,ps=1", "parameter_server_custom_loop.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("[chief:0] epoch ") == 4
+    accuracy = float(re.search(r"test accuracy ([0-9.]+)", proc.stdout).group(1))  # type: ignore[union-attr]
+    assert accuracy > 0.85

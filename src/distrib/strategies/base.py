@@ -46,6 +46,7 @@ from distrib.strategies._replication import (
     replicate_module,
     replicated_parameters,
 )
+from distrib.strategies._step_hooks import StepHooks
 
 __all__ = ["Strategy", "StrategyExtended"]
 
@@ -64,6 +65,11 @@ class StrategyExtended:
         its parameters or what trains changed.
     ``_setup_optimizer(optimizer)``
         an optimizer about to train replicated modules: nothing to do.
+    ``_manages_optimizer(optimizer)`` / ``_before_optimizer_step`` / ``_after_optimizer_step``
+        optimizer steps a strategy takes over, whoever calls ``optimizer.step()``
+        (``Model.fit`` or a custom loop): torch's global optimizer step hooks call
+        them for the strategies that asked with :meth:`intercept_optimizer_steps`.
+        The synchronous strategies do not ask (DDP reduced the gradients already).
     ``_module_state_dict(module)`` / ``_load_module_state_dict(module, state)``
         what a checkpoint saves and loads for a module: its full state dict.
     ``_distribute_dataset(dataset, options)`` / ``_distribute_datasets_from_function``
@@ -289,6 +295,39 @@ class StrategyExtended:
 
     def _setup_optimizer(self, optimizer: Any) -> Any:
         return optimizer
+
+    # -------------------------------------------------------- optimizer steps
+    def intercept_optimizer_steps(self) -> None:
+        """Have :meth:`before_optimizer_step` / :meth:`after_optimizer_step` called around
+        every ``optimizer.step()`` of an optimizer this strategy manages."""
+        StepHooks.add(self)
+
+    def manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether this strategy takes part in ``optimizer``'s steps."""
+        return self._manages_optimizer(optimizer)
+
+    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        return False
+
+    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called before ``optimizer.step()`` updates this strategy's parameters."""
+        self._before_optimizer_step(optimizer)
+
+    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called after ``optimizer.step()`` updated this strategy's parameters."""
+        self._after_optimizer_step(optimizer)
+
+    def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    @property
+    def should_use_with_coordinator(self) -> bool:
+        """Whether training runs through a ``ClusterCoordinator`` (ParameterServerStrategy):
+        ``Model.fit`` then schedules its steps on the workers instead of running them here."""
+        return False
 
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
         """What a checkpoint saves for ``module`` (every replica calls; all hold it)."""

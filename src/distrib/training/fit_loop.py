@@ -27,6 +27,7 @@ import torch
 
 from distrib import nest
 from distrib.errors import ScopeError, UsageError, explain
+from distrib.training import coordinated_fit
 from distrib.training.callbacks import CallbackList
 from distrib.training.class_weights import apply_class_weight, class_weight_table
 from distrib.training.data_adapter import (
@@ -258,6 +259,14 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         validation_steps: int | None, validation_freq: Any, sample_weight: Any,
         validation_batch_size: int | None, class_weight: Any = None) -> Any:
     """``Model.fit`` (see there)."""
+    if model.distribute_strategy.extended.should_use_with_coordinator:
+        return coordinated_fit.fit(
+            model, x=x, y=y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+            callbacks=callbacks, validation_split=validation_split,
+            validation_data=validation_data, shuffle=shuffle, initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+            validation_freq=validation_freq, sample_weight=sample_weight,
+            validation_batch_size=validation_batch_size)
     with model._scope():
         _check_replicated(model)
         check_fit_arguments(epochs=epochs, initial_epoch=initial_epoch, shuffle=shuffle,
@@ -362,6 +371,10 @@ def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
 def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: int | str,
              sample_weight: Any, steps: int | None, callbacks: Any, return_dict: bool) -> Any:
     """``Model.evaluate`` (see there)."""
+    if model.distribute_strategy.extended.should_use_with_coordinator:
+        return coordinated_fit.evaluate(model, x=x, y=y, batch_size=batch_size, verbose=verbose,
+                                        sample_weight=sample_weight, steps=steps,
+                                        callbacks=callbacks, return_dict=return_dict)
     with model._scope():
         x, y, sample_weight = input_data(x, y, sample_weight, "evaluate")
         check_steps("steps", steps)

@@ -299,6 +299,8 @@ class Model(nn.Module):
         self._steps_per_execution = steps_per_execution
         self._compile_args = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
                               "loss_weights": loss_weights}
+        self._run_eagerly = bool(kwargs.get("run_eagerly"))
+        self._pss_evaluation_shards = kwargs.get("pss_evaluation_shards", 0)
         self._is_compiled = True
 
     def _assert_compiled(self, what: str) -> None:

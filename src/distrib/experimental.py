@@ -6,11 +6,12 @@
 | ``CommunicationImplementation`` | ``distrib.CommunicationImplementation`` |
 | ``CollectiveCommunication`` | the same enum, under its deprecated name (TF: ``is`` the same) |
 | ``MultiWorkerMirroredStrategy`` | deprecated: ``distrib.MultiWorkerMirroredStrategy`` with TF's old ``communication`` argument; warns when created |
+| ``CentralStorageStrategy`` | ``distrib.CentralStorageStrategy`` |
+| ``ParameterServerStrategy`` | ``distrib.ParameterServerStrategy`` |
+| ``partitioners`` | ``FixedShardsPartitioner``, ``MinSizePartitioner``, ``MaxSizePartitioner`` (``tf.distribute.experimental.partitioners``) |
 
-Each name is one entry of ``_NAMES`` (module, attribute), imported on first use;
-another strategy that TensorFlow keeps here (``CentralStorageStrategy``,
-``ParameterServerStrategy``) is one more line there (and, for type checkers, one
-import under ``TYPE_CHECKING``).
+Each name is one entry of ``_NAMES`` (module, attribute), imported on first use (and,
+for type checkers, one import under ``TYPE_CHECKING``).
 
 Example::
 
@@ -30,6 +31,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "CollectiveCommunication": ("distrib.comm", "CommunicationImplementation"),
     "MultiWorkerMirroredStrategy": ("distrib.strategies.multi_worker_mirrored",
                                     "ExperimentalMultiWorkerMirroredStrategy"),
+    "CentralStorageStrategy": ("distrib.strategies", "CentralStorageStrategy"),
+    "ParameterServerStrategy": ("distrib.strategies", "ParameterServerStrategy"),
+    "partitioners": ("distrib.distribute.partitioners", ""),  # the module itself
 }
 
 if TYPE_CHECKING:  # ``X as X``: re-exported names, for type checkers
@@ -38,6 +42,9 @@ if TYPE_CHECKING:  # ``X as X``: re-exported names, for type checkers
     )
     from distrib.comm import CommunicationImplementation as CommunicationImplementation
     from distrib.comm import CommunicationOptions as CommunicationOptions
+    from distrib.distribute import partitioners as partitioners
+    from distrib.strategies import CentralStorageStrategy as CentralStorageStrategy
+    from distrib.strategies import ParameterServerStrategy as ParameterServerStrategy
     from distrib.strategies.multi_worker_mirrored import (  # noqa: F401
         ExperimentalMultiWorkerMirroredStrategy as MultiWorkerMirroredStrategy,
     )
@@ -48,7 +55,8 @@ def __getattr__(name: str) -> Any:
     if where is None:
         raise AttributeError(f"module 'distrib.experimental' has no attribute {name!r}")
     importlib.import_module("distrib.strategies")  # registers the default strategy
-    value = getattr(importlib.import_module(where[0]), where[1])
+    module = importlib.import_module(where[0])
+    value = getattr(module, where[1]) if where[1] else module
     globals()[name] = value
     return value
 

@@ -195,6 +195,10 @@ def test_the_experimental_names_are_tensorflows() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert distrib.experimental.CommunicationOptions(timeout_seconds=5)
+    assert distrib.experimental.CentralStorageStrategy is distrib.CentralStorageStrategy
+    assert distrib.experimental.ParameterServerStrategy is distrib.ParameterServerStrategy
+    assert distrib.experimental.partitioners.FixedShardsPartitioner is \
+        distrib.FixedShardsPartitioner
 
 
 def test_every_experimental_name_resolves_and_is_listed() -> None:

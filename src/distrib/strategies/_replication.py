@@ -41,11 +41,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.modules import module as module_mod
 
-from distrib.comm import torch_adapter
+from distrib.comm import collectives, torch_adapter
 from distrib.errors import UsageError, explain
 
 __all__ = ["ModuleTracker", "mark_replicated", "replicate_module", "is_replicated",
@@ -109,13 +108,6 @@ def _roots(modules: list[nn.Module]) -> list[nn.Module]:
     # De-duplicate while keeping order.
     seen: set[int] = set()
     return [m for m in out if not (id(m) in seen or seen.add(id(m)))]  # type: ignore[func-returns-value]
-
-
-def _sum_hook(group: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    work = dist.all_reduce(bucket.buffer(), group=group, async_op=True)
-    assert work is not None
-    fut: torch.futures.Future[torch.Tensor] = work.get_future().then(lambda f: f.value()[0])
-    return fut
 
 
 def _forward_frame(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -182,30 +174,17 @@ class _Reducer:
     def rebuild(self, module: nn.Module, params: list[nn.Parameter],
                 flags: tuple[bool, ...]) -> None:
         """Rebuild DDP's reducer for ``params`` with ``flags`` (every replica agreed)."""
-        state = _replicate_state(module)
-        state._ddp._remove_autograd_hooks()  # type: ignore[no-untyped-call]
-        if len(params) != len(state._param_list) or any(
-                a is not b for a, b in zip(params, state._param_list)):
-            state._param_list = nn.ParameterList(params)
         self.params, self.flags = params, flags
-        if not any(flags):  # nothing trains: forward passes no longer prepare a reduction
-            state._no_sync = True
-            return
-        with self.guard("rebuilding the gradient reducer for a changed set of trainable "
-                        "parameters"), _grad_strides_quiet():
-            ddp = nn.parallel.DistributedDataParallel(state._param_list, **self.ddp_kwargs)
-        torch_adapter.register_comm_hook(ddp, self.group, _sum_hook)
-        state._ddp = ddp
-        state._no_sync = False
 
+        def make_ddp(plist: nn.ParameterList) -> nn.parallel.DistributedDataParallel:
+            with self.guard("rebuilding the gradient reducer for a changed set of "
+                            "trainable parameters"), _grad_strides_quiet():
+                ddp = nn.parallel.DistributedDataParallel(plist, **self.ddp_kwargs)
+            torch_adapter.register_comm_hook(ddp, self.group, collectives.sum_gradient_bucket)
+            return ddp
 
-def _replicate_state(module: nn.Module) -> Any:
-    """The state torch's composable ``replicate`` keeps for ``module`` (private torch API:
-    its ``_ddp``, ``_param_list`` and ``_no_sync``; checked on torch 2.9.0, 2.13.0 and
-    2.14.1)."""
-    from torch.distributed._composable.replicate import replicate
-
-    return replicate.state(module)
+        # Nothing trains: forward passes no longer prepare a reduction.
+        torch_adapter.replace_reducer(module, params, make_ddp if any(flags) else None)
 
 
 def _flags_hash(params: list[nn.Parameter], flags: tuple[bool, ...]) -> int:
@@ -282,7 +261,7 @@ def replicate_module(module: nn.Module, device: torch.device, group: Any,
         for p, flag in zip(params, flags):
             p.requires_grad_(flag)
     # SUM, not DDP's mean (TF's contract): all-reduce each bucket without dividing.
-    torch_adapter.register_comm_hook(ddp, group, _sum_hook)
+    torch_adapter.register_comm_hook(ddp, group, collectives.sum_gradient_bucket)
     reducer = _Reducer(module, group, ddp_kwargs, all_gather, guard)
     if not any(flags):
         reducer.rebuild(module, params, flags)

@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -435,6 +435,14 @@ class Strategy:
             >>> distrib.get_strategy().run(lambda x: x * 2, args=(torch.tensor(3),))
             tensor(6)
         """
+        if not callable(fn):
+            raise UsageError(explain("fn", fn, "strategy.run needs the function to run on "
+                                     "every replica", "pass a function: strategy.run("
+                                     "step_fn, args=(batch,))"))
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            raise UsageError(explain("kwargs", kwargs, "keyword arguments must be a mapping "
+                                     f"of names to values, got {type(kwargs).__name__}",
+                                     "pass kwargs={'name': value}, or the values in args=(...)"))
         if not isinstance(args, (list, tuple)):
             raise UsageError(explain("args", args,
                                      f"positional args must be a list or tuple, got {type(args)}",

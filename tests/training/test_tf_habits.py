@@ -85,6 +85,19 @@ def test_transfer_learning_gives_the_single_device_result_on_every_replica(runs)
         assert "replica 1: 2 of 4 parameters train" in got["mismatch"]["message"], name
 
 
+def test_batch_norm_statistics_are_the_replicas_mean_and_never_diverge(runs) -> None:
+    oracle = _result(runs, "oracle", "batch_norm")
+    first = _result(runs, "mirrored", "batch_norm", 0)
+    for name, got in _each_replica(runs, "batch_norm"):
+        # Every replica holds the same statistics, evaluates and predicts alike.
+        _same(first["buffers"], got["buffers"], f"{name} buffers")
+        _same(first["predict"], got["predict"], f"{name} predict")
+        # The input layer's running mean depends only on the data: the replicas' mean
+        # equals the one-process average of the global batches' means.
+        _same(oracle["buffers"]["0.running_mean"], got["buffers"]["0.running_mean"],
+              f"{name} input running_mean")
+
+
 def test_a_model_made_outside_the_scope_is_refused_with_tensorflows_error(runs) -> None:
     for name, got in _each_replica(runs, "outside_scope"):
         for call in ("compile", "fit"):

@@ -329,8 +329,43 @@ class StrategyExtended:
         ``Model.fit`` then schedules its steps on the workers instead of running them here."""
         return False
 
+    def sync_buffers(self, root: nn.Module) -> None:
+        """Average the floating-point buffers of ``root``'s replicated modules (BatchNorm's
+        running statistics) over the replicas.  Every replica calls it.
+
+        Each replica updates its buffers from its own batches, as in TensorFlow, where
+        they are ``ON_READ`` variables aggregated by ``MEAN``: reading one outside the
+        replica function gives the replicas' mean.  The running averages are linear, so
+        replacing every replica's copy by the mean at any step changes no later mean; it
+        makes every replica hold, evaluate with and save the value TensorFlow reads.
+        ``fit`` calls it after every epoch, ``evaluate``, ``predict`` and the save methods
+        before they start.
+
+        Example:
+            >>> bn = torch.nn.BatchNorm1d(2)
+            >>> distrib.get_strategy().extended.sync_buffers(bn)   # one replica: nothing to do
+        """
+        if self._group.num_replicas_in_sync == 1:
+            return
+        seen: set[int] = set()
+        buffers = []
+        for module in root.modules():
+            if not is_replicated(module):
+                continue
+            for b in module.buffers():
+                if b.is_floating_point() and id(b) not in seen:
+                    seen.add(id(b))
+                    buffers.append(b)
+        if not buffers:
+            return
+        with torch.no_grad():
+            means = self._group.all_reduce(ReduceOp.MEAN, [b.detach() for b in buffers])
+            for b, mean in zip(buffers, means):
+                b.copy_(mean)
+
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
         """What a checkpoint saves for ``module`` (every replica calls; all hold it)."""
+        self.sync_buffers(module)
         return self._module_state_dict(module)
 
     def _module_state_dict(self, module: nn.Module) -> dict[str, Any]:

@@ -329,6 +329,7 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
         cbs.on_epoch_begin(epoch)
         with _mode(model, True):
             extras = _train_epoch(runner, itertools.chain([first], batches), cbs, plan)
+        runner.ext.sync_buffers(model)
         epoch_logs = runner.sync(extras)
         if val_handler is not None and val_plan is not None and \
                 _should_validate(epoch, validation_freq):
@@ -382,6 +383,7 @@ def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: i
             require_targets(model, y, "evaluate()", "test_step")
         _check_replicated(model)
         runner = _Runner(model)
+        runner.ext.sync_buffers(model)
         level = _verbose(verbose)
         check_same_arrays(runner.strategy, {"x": x, "y": y, "sample_weight": sample_weight})
         handler = DataHandler(x, y, sample_weight, batch_size, steps, strategy=runner.strategy,
@@ -435,6 +437,7 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
         check_steps("steps", steps)
         _check_replicated(model)
         runner = _Runner(model)
+        runner.ext.sync_buffers(model)
         level = _verbose(verbose)
         check_same_arrays(runner.strategy, {"x": x})
         handler = DataHandler(x, None, None, batch_size, steps, strategy=runner.strategy,

@@ -517,6 +517,7 @@ class Model(nn.Module):
     def save_weights(self, filepath: str | os.PathLike[str], overwrite: bool = True,
                      **kwargs: Any) -> None:
         """Write the module's ``state_dict()`` atomically (the chief writes; all call)."""
+        self.distribute_strategy.extended.sync_buffers(self)
         saving.save_on_chief(self.distribute_strategy, filepath,
                              lambda: _cpu(self._net().state_dict()), overwrite)
 
@@ -535,6 +536,7 @@ class Model(nn.Module):
 
         ``distrib.models.load_model(filepath)`` rebuilds the model from it.
         """
+        self.distribute_strategy.extended.sync_buffers(self)
         saving.save_on_chief(self.distribute_strategy, filepath,
                              lambda: model_io.saved_model(self, _cpu(self._net().state_dict())),
                              overwrite)

@@ -272,6 +272,25 @@ def fit_inside_scope(strategy: distrib.Strategy, rid: int) -> dict[str, Any]:
             "predict": torch.from_numpy(predictions)}
 
 
+def batch_norm(strategy: distrib.Strategy, rid: int) -> dict[str, Any]:
+    """BatchNorm's running statistics: every replica updates them from its own rows; they
+    are averaged (TF's ON_READ MEAN) so replicas never disagree.  The first layer
+    normalises the inputs, so its running mean depends on the data only: the mean of the
+    replicas' averages equals the average of the global batches' means (the oracle's)."""
+    x, y = data(64, 9)
+    with strategy.scope():
+        torch.manual_seed(0)
+        model = Model(nn.Sequential(nn.BatchNorm1d(6), nn.Linear(6, 8), nn.BatchNorm1d(8),
+                                    nn.Tanh(), nn.Linear(8, 2)).double())
+        model.compile(optimizer=sgd(model), loss=scce(), metrics=["accuracy"])
+    model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0)
+    after_fit = {k: v.clone() for k, v in net_of(model).state_dict().items()
+                 if "running" in k}
+    evaluation = model.evaluate(x, y, batch_size=BATCH, verbose=0, return_dict=True)
+    return {"buffers": after_fit, "evaluate": evaluation,
+            "predict": torch.from_numpy(model.predict(x, batch_size=BATCH, verbose=0))}
+
+
 def module_api(strategy: distrib.Strategy, rid: int) -> dict[str, Any]:
     """Item 8: distrib.Model is a torch Module, and still replicated."""
     x, y = data(64, 9)
@@ -404,7 +423,7 @@ SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {
     "transfer": transfer_learning, "outside_scope": outside_scope,
     "losses": custom_loop_losses, "metrics": metric_results, "data": different_data,
     "in_scope": fit_inside_scope, "module": module_api, "inputs": keras_inputs,
-    "progbar": progress_bar,
+    "progbar": progress_bar, "batch_norm": batch_norm,
 }
 
 

@@ -45,16 +45,20 @@ _EXPORTS: dict[str, str] = {
                      "has_strategy", "in_cross_replica_context"], "distrib.distribute"),
     **dict.fromkeys(["AutoShardPolicy", "InputContext", "InputOptions",
                      "InputReplicationMode"], "distrib.input"),
+    **dict.fromkeys(["Checkpoint", "CheckpointManager", "PreemptionCheckpointHandler",
+                     "TerminationConfig"], "distrib.checkpoint"),
     **dict.fromkeys(["MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
                      "Strategy", "StrategyExtended", "TPUStrategy"], "distrib.strategies"),
     **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics", "optimizers"],
                     "distrib.training"),
 }
-_SUBMODULES = {"cluster", "comm", "config", "data", "datasets", "distribute", "errors", "input",
-               "mixed_precision", "nest", "strategies", "tpu", "training"}
+_SUBMODULES = {"checkpoint", "cluster", "comm", "config", "data", "datasets", "distribute",
+               "errors", "input", "mixed_precision", "nest", "strategies", "tpu", "train",
+               "training"}
 
 if TYPE_CHECKING:
     from distrib import (
+        checkpoint,
         cluster,
         comm,
         config,
@@ -67,7 +71,14 @@ if TYPE_CHECKING:
         nest,
         strategies,
         tpu,
+        train,
         training,
+    )
+    from distrib.checkpoint import (
+        Checkpoint,
+        CheckpointManager,
+        PreemptionCheckpointHandler,
+        TerminationConfig,
     )
     from distrib.comm import CommunicationImplementation, CommunicationOptions, ReduceOp
     from distrib.distribute import (
@@ -114,13 +125,14 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AutoShardPolicy", "CommunicationImplementation", "CommunicationOptions",
+    "AutoShardPolicy", "Checkpoint", "CheckpointManager", "CommunicationImplementation",
+    "CommunicationOptions", "PreemptionCheckpointHandler", "TerminationConfig",
     "DistributedValues", "InputContext", "InputOptions", "InputReplicationMode", "Mirrored",
     "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
     "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "StrategyExtended", "TPUStrategy",
-    "ValueContext", "callbacks", "cluster", "comm", "compute_average_loss", "config", "data",
-    "datasets", "distribute", "errors", "experimental_set_strategy", "function",
-    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context", "input",
-    "losses", "metrics", "mixed_precision", "nest", "optimizers", "scale_regularization_loss",
-    "strategies", "tpu", "training"
+    "ValueContext", "callbacks", "checkpoint", "cluster", "comm", "compute_average_loss",
+    "config", "data", "datasets", "distribute", "errors", "experimental_set_strategy",
+    "function", "get_replica_context", "get_strategy", "has_strategy",
+    "in_cross_replica_context", "input", "losses", "metrics", "mixed_precision", "nest",
+    "optimizers", "scale_regularization_loss", "strategies", "tpu", "train", "training"
 ]

@@ -70,6 +70,11 @@ class ReplicaGroupInfo:
             ``num_replicas_in_sync * devices_per_replica``.
         place_batch: how a batch of this replica reaches ``device`` (None: moved
             there); an SPMD strategy moves it and shards it over its devices.
+        checkpoint_group: returns the ``torch.distributed`` process group that
+            checkpoint I/O (``torch.distributed.checkpoint``) runs on: a group of
+            its own, so that a save in a background thread never interleaves with
+            the training collectives.  Created by the first call, which every
+            replica must make at the same point; None in a group of one.
 
     Every replica must call a collective the same number of times, in the same order.
     """
@@ -88,6 +93,7 @@ class ReplicaGroupInfo:
     all_gather_object: Callable[[object], list[object]] = lambda obj: [obj]
     devices_per_replica: int = 1
     place_batch: Callable[[Any], Any] | None = None
+    checkpoint_group: Callable[[], Any] = lambda: None
 
     @classmethod
     def single(cls, device: torch.device | str = "cpu", wrap_per_replica: bool = False
@@ -107,7 +113,13 @@ class ReplicaGroupInfo:
 
 
 class ExtendedLike(Protocol):
-    """What layers below the strategies use of ``strategy.extended``."""
+    """What layers below the strategies use of ``strategy.extended``.
+
+    ``module_state_dict(module)`` is what a checkpoint saves for a module created
+    under the strategy and ``load_module_state_dict(module, state)`` loads it back;
+    every replica calls both (a strategy that keeps variables elsewhere — parameter
+    servers, shards — answers with what it holds).
+    """
 
     @property
     def replica_group(self) -> ReplicaGroupInfo: ...
@@ -117,6 +129,11 @@ class ExtendedLike(Protocol):
 
     @property
     def should_save_summary(self) -> bool: ...
+
+    def module_state_dict(self, module: torch.nn.Module) -> dict[str, Any]: ...
+
+    def load_module_state_dict(self, module: torch.nn.Module, state: dict[str, Any]
+                               ) -> None: ...
 
 
 class StrategyLike(Protocol):

@@ -283,7 +283,8 @@ def _group_of(comm: Communicator | None, device: torch.device, wrap: bool
         all_reduce_sum=lambda t: collectives.all_reduce(comm, ReduceOp.SUM, t),
         all_reduce=lambda op, value: collectives.all_reduce_nest(comm, op, value),
         all_gather=lambda t, axis: collectives.all_gather(comm, t, axis),
-        all_gather_object=lambda obj: collectives.all_gather_object(comm, obj))
+        all_gather_object=lambda obj: collectives.all_gather_object(comm, obj),
+        checkpoint_group=comm.io_group)
 
 
 class Strategy:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -88,6 +89,38 @@ def _resolve_strategy(objects: Mapping[str, Any]) -> Any:
         if strategy is not None:
             return strategy
     return context.get_strategy()
+
+
+class _Writer:
+    """The process's one background writer: asynchronous saves run in order, and every
+    save or restore first waits for the writes still in flight (of any checkpoint)."""
+
+    def __init__(self) -> None:
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending: list[tuple[int, concurrent.futures.Future[None]]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, owner: object, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="distrib-checkpoint")
+            self._pending.append((id(owner), self._executor.submit(job)))
+
+    def wait(self, owner: object) -> None:
+        """Wait for every pending write; raise the first error of ``owner``'s."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        error: BaseException | None = None
+        for who, future in pending:
+            exc = future.exception()
+            if exc is not None and who == id(owner) and error is None:
+                error = exc
+        if error is not None:
+            raise error
+
+
+_writer = _Writer()
 
 
 def _stage(t: torch.Tensor) -> torch.Tensor:
@@ -185,8 +218,6 @@ class Checkpoint:
         self._extra: dict[str, Any] = {}
         self._strategy = _resolve_strategy(objects)
         self._save_counter = 0
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pending: concurrent.futures.Future[None] | None = None
 
     # ------------------------------------------------------------- tracking
     @property
@@ -250,10 +281,7 @@ class Checkpoint:
 
         if options is not None and options.enable_async:
             staged = {k: _stage(t) for k, t in tensors.items()}
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    1, thread_name_prefix="distrib-checkpoint")
-            self._pending = self._executor.submit(job, staged)
+            _writer.submit(self, lambda: job(staged))
             return path
         error: BaseException | None = None
         try:
@@ -288,10 +316,8 @@ class Checkpoint:
         return self._write(path, options, lambda: record_checkpoint(path))
 
     def sync(self) -> None:
-        """Wait until an asynchronous save has finished; raise its error, if any."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        """Wait until asynchronous saves have finished; raise this checkpoint's error, if any."""
+        _writer.wait(self)
 
     # ----------------------------------------------------------------- read
     def _prepare(self, path: str) -> tuple[_Prepared | None, BaseException | None]:

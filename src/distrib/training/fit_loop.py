@@ -30,6 +30,7 @@ from distrib.errors import ContextError, UsageError, explain
 from distrib.training.callbacks import CallbackList
 from distrib.training.data_adapter import DataHandler, is_array_like, split_arrays
 from distrib.training.metrics import flat_states, results_from_states
+from distrib.training.training_state import TrainingState
 
 if TYPE_CHECKING:
     from distrib.training.model import Model
@@ -149,8 +150,8 @@ class _BatchLogPlan:
         self.calls = 0
         self.last: dict[str, Any] = {}
 
-    def start(self) -> None:
-        self.calls = 0
+    def start(self, calls: int = 0) -> None:
+        self.calls = calls
         self.last = {}
 
     def logs(self, extras: dict[str, Any]) -> dict[str, Any]:
@@ -289,13 +290,17 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
     if model.optimizer is not None:
         model.optimizer.zero_grad(set_to_none=True)
     cbs.on_train_begin()
+    training = TrainingState(model, handler, cbs, epochs)
+    initial_epoch = training.resume(initial_epoch)  # a backup (BackupAndRestore) may move it
     epoch_logs: dict[str, Any] = {}
     for epoch in range(initial_epoch, epochs):
-        model.reset_metrics()
+        start = training.begin_epoch(epoch)  # non-zero when resuming inside this epoch
+        if start == 0:
+            model.reset_metrics()
         cbs.on_epoch_begin(epoch)
         with _mode(model.module, True):
-            steps, extras = _train_epoch(runner, handler, cbs, plan)
-        if steps == 0 and epoch == initial_epoch:
+            steps, extras = _train_epoch(runner, handler, cbs, plan, training, start)
+        if steps == 0 and epoch == initial_epoch and start == 0:
             raise UsageError(explain("training data", "an empty dataset",
                                      _EMPTY.format(fn="train_function"),
                                      "check that the dataset yields at least one batch"))
@@ -307,6 +312,7 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
             epoch_logs.update({"val_" + k: v for k, v in val_logs.items()})
         cbs.on_epoch_end(epoch, epoch_logs)
         model.stop_training = runner.agree(model.stop_training or handler.ran_out)
+        training.epoch_done(epoch)
         if model.stop_training:
             break
     cbs.on_train_end(logs=epoch_logs)
@@ -314,13 +320,17 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
 
 
 def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
-                 plan: _BatchLogPlan) -> tuple[int, dict[str, Any]]:
-    """One epoch: executions of ``steps_per_execution`` steps, batch callbacks between them."""
+                 plan: _BatchLogPlan, training: TrainingState, start: int = 0
+                 ) -> tuple[int, dict[str, Any]]:
+    """One epoch: executions of ``steps_per_execution`` steps, batch callbacks between them
+    (from step ``start`` when resuming inside the epoch)."""
     model = runner.model
-    plan.start()
+    plan.start(start // model._steps_per_execution)
     extras: dict[str, Any] = {}
     done = 0
-    batches = handler.epoch()
+    if start and model.stop_training:  # resumed after a mid-epoch stop: only its end is left
+        return 0, extras
+    batches = handler.epoch(start)
     while True:
         last = -1
         with runner.ext.execution():
@@ -334,6 +344,7 @@ def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
         if last < 0:
             break
         cbs.on_train_batch_end(last, plan.logs(extras))
+        training.batch_done(last + 1)
         if model.stop_training:
             break
     return done, extras

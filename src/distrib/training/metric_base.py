@@ -118,6 +118,21 @@ class Metric:
 
     reset_states = reset_state
 
+    def state_tensors(self) -> list[torch.Tensor]:
+        """Copies of the accumulated state (pending updates included): what a checkpoint saves.
+
+        Example:
+            >>> m = Mean(); m.update_state(torch.tensor([2.0, 4.0])); m.state_tensors()
+            [tensor(6., dtype=torch.float64), tensor(2., dtype=torch.float64)]
+        """
+        return [s.detach().clone() for s in self._states()]
+
+    def assign_state_tensors(self, states: Sequence[torch.Tensor]) -> None:
+        """Make ``states`` the accumulated state (a restore); later updates add to it."""
+        device = self._state[0].device if self._state else None
+        self._state = [torch.as_tensor(s).detach().to(device=device, dtype=_STATE_DTYPE,
+                                                      copy=True) for s in states]
+
     # --------------------------------------------------------- result
     def update_state(self, *args: Any, **kwargs: Any) -> None:
         """Accumulate one batch."""

@@ -39,6 +39,7 @@ from distrib.cluster.env import (
     child_environment,
     get,
 )
+from distrib.cluster.restarts import exit_reason
 from distrib.cluster.roles import TASK_TYPES, suggest, validate_cluster_wide
 from distrib.errors import ConfigError, explain
 
@@ -171,10 +172,13 @@ class LocalClusterLauncher:
     """
 
     def __init__(self, jobs: dict[str, int], command: list[str],
-                 grace_period: float = 10.0) -> None:
+                 grace_period: float = 10.0, extra_env: dict[str, str] | None = None) -> None:
         self.cluster = local_cluster(jobs)
         self.command = command
         self.grace_period = grace_period
+        self.extra_env = dict(extra_env or {})
+        self.failure: str | None = None  # after run(): which task failed, and how
+        self.interrupted = False  # after run(): stopped by Ctrl-C / SIGTERM
         self.tasks: list[_Task] = []
         self._signal: int | None = None
         self._lock = threading.Lock()
@@ -200,6 +204,12 @@ class LocalClusterLauncher:
         """Print a launcher message (``distrib run: ...``) on stderr."""
         self._write(self._err, f"distrib run: {message}\n".encode())
 
+    @staticmethod
+    def note_to_stderr(message: str) -> None:
+        """Print a launcher message when no launcher is running (between restarts)."""
+        sys.stderr.write(f"distrib run: {message}\n")
+        sys.stderr.flush()
+
     def _pump(self, stream: IO[bytes], prefix: bytes, sink: IO[str]) -> None:
         for line in iter(stream.readline, b""):
             self._write(sink, prefix + (line if line.endswith(b"\n") else line + b"\n"))
@@ -208,7 +218,7 @@ class LocalClusterLauncher:
     # ------------------------------------------------------------- processes
     def _env(self, job: str, index: int) -> dict[str, str]:
         tf_config = json.dumps({"cluster": self.cluster, "task": {"type": job, "index": index}})
-        extra = {"TF_CONFIG": tf_config}
+        extra = {"TF_CONFIG": tf_config, **self.extra_env}
         if get("PYTHONUNBUFFERED") is None:
             extra["PYTHONUNBUFFERED"] = "1"
         if get("OMP_NUM_THREADS") is None:
@@ -304,10 +314,12 @@ class LocalClusterLauncher:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
         if self._signal is not None:
+            self.interrupted = True
             self.note(f"stopped every task on {signal.Signals(self._signal).name}")
             return 128 + self._signal
         if failed is not None:
             code = failed.proc.returncode
+            self.failure = f"task {failed.name} {exit_reason(code)}"
             self.note(f"task {failed.name} {describe_status(code)}")
             return code if code > 0 else 128 - code
         return 0

@@ -28,13 +28,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from distrib.distribute import context
-from distrib.distribute.group import ExtendedLike, ReplicaGroupInfo
-from distrib.errors import CheckpointError, ContextError, InvalidTypeError, explain
 from distrib.checkpoint.encoding import TensorTable, decode, encode, json_tensor, tensor_json
 from distrib.checkpoint.status import LoadStatus
 from distrib.checkpoint.storage import read_directory, write_directory
 from distrib.checkpoint.tracking import LOCAL, Leaf, check_all, mismatch_error, track
+from distrib.distribute import context
+from distrib.distribute.group import ExtendedLike, ReplicaGroupInfo
+from distrib.errors import CheckpointError, ContextError, InvalidTypeError, explain
 
 __all__ = ["Checkpoint", "CheckpointOptions", "agree_failures", "agree_counts"]
 

@@ -68,7 +68,7 @@ class RNGState:
         """This replica's generator states."""
         state: dict[str, Any] = {"torch": torch.get_rng_state(), "numpy": _numpy_state(),
                                  "python": _python_state()}
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
             state["cuda"] = list(torch.cuda.get_rng_state_all())
         return state
 

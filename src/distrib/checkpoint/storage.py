@@ -90,9 +90,10 @@ class _SafeReader(FileSystemReader):
             raise CheckpointError(f"its .metadata file is unreadable ({exc!r})") from None
         if not isinstance(metadata, dcp_metadata.Metadata):
             raise CheckpointError("its .metadata file does not hold DCP metadata")
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = dcp_metadata.StorageMeta()
-        metadata.storage_meta.load_id = getattr(self, "load_id", None)
+        storage_meta = getattr(metadata, "storage_meta", None)
+        if storage_meta is None:
+            storage_meta = metadata.storage_meta = dcp_metadata.StorageMeta()
+        storage_meta.load_id = getattr(self, "load_id", None)
         return metadata
 
 

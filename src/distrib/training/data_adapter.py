@@ -332,7 +332,7 @@ class DataHandler:
             epoch, seed = ds.position
             state.update(epoch=epoch - 1 if live else epoch, seed=seed)
         elif isinstance(ds, DistributedDataset):
-            it = self._iterator
+            it: Any = self._iterator
             state["dataset"] = it.state_dict() if live and hasattr(it, "state_dict") \
                 else ds.state_dict()
         return state

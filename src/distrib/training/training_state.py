@@ -125,7 +125,7 @@ class TrainingState:
 
     def resume(self, initial_epoch: int) -> int:
         """Ask the callbacks to restore; returns the epoch to start at."""
-        point = self.callbacks.resume_training(self)
+        point: tuple[int, int] | None = self.callbacks.resume_training(self)
         if point is None:
             self.epoch, self.step = initial_epoch, 0
             return initial_epoch

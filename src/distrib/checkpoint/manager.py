@@ -135,6 +135,7 @@ class CheckpointManager:
         self._interval = checkpoint_interval
         self._init_fn = init_fn
         self._last_step: int | None = None
+        checkpoint.sync()  # a write still in flight in this process may change the directory
         self._check_directory()
         state = read_state(self._directory) or CheckpointState()
         self._kept: dict[str, float] = dict(zip(state.all, state.timestamps))

@@ -129,13 +129,7 @@ def describe_status(code: int) -> str:
         >>> describe_status(3), describe_status(-15)
         ('exited with status 3', 'was killed by signal 15 (SIGTERM)')
     """
-    if code >= 0:
-        return f"exited with status {code}"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = "unknown"
-    return f"was killed by signal {-code} ({name})"
+    return exit_reason(code)
 
 
 def _child_setup(parent: int) -> None:  # pragma: no cover - runs in the child before exec

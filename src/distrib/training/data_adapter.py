@@ -42,7 +42,12 @@ from distrib.data import Dataset
 from distrib.distribute import context
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import UsageError, explain
-from distrib.input import DistributedDataset, as_dataset, batch_sizes_for_worker
+from distrib.input import (
+    DistributedDataset,
+    as_dataset,
+    batch_sizes_for_worker,
+    distribute_dataset,
+)
 
 __all__ = ["DataHandler", "is_array_like", "split_arrays", "num_examples"]
 
@@ -253,7 +258,9 @@ class DataHandler:
     def _distribute(self, source: Any) -> Any:
         if isinstance(source, (DistributedDataset, _ArraySource)):
             return source
-        if self._strategy.num_replicas_in_sync == 1 and not isinstance(source, Dataset):
+        if self._strategy.num_replicas_in_sync == 1:
+            if isinstance(source, Dataset):  # distributed alone: its position can be saved
+                return distribute_dataset(source, self._strategy.extended.replica_group)
             return source  # an iterable of batches, used as it is
         return self._strategy.experimental_distribute_dataset(source)
 
@@ -315,6 +322,21 @@ class DataHandler:
             yield step, batch, rows
             step += 1
 
+
+    def sample(self) -> Any:
+        """A one-row batch of this data's structure, shapes and dtypes (zeros for datasets),
+        taken without moving the data's position; None when the structure is unknown."""
+        ds = self._dataset
+        if isinstance(ds, _ArraySource):
+            return _take(ds._data, slice(0, 1))
+        spec = getattr(ds, "element_spec", None)
+        if spec is None:
+            return None
+
+        def zeros(s: Any) -> Any:
+            shape = tuple(1 if d is None else d for d in s.shape[:1]) + tuple(s.shape[1:])
+            return torch.zeros(shape, dtype=s.dtype)
+        return nest.map_structure(lambda s: None if s is None else zeros(s), spec)
 
     # ------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

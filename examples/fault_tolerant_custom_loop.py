@@ -81,12 +81,12 @@ def main() -> None:
 
     def distributed_train_step(batch: tuple[torch.Tensor, torch.Tensor]) -> float:
         loss = strategy.run(train_step, args=(batch,))
+        step.add_(1)  # inside the step: a preemption save right after it counts it
         return float(strategy.reduce("sum", loss, axis=None))
 
     loss = float("nan")
     while handler.total_run_calls < args.steps:
         loss = handler.run(distributed_train_step, next(iterator))
-        step.add_(1)
         manager.save()  # writes only every --checkpoint-interval steps
         if args.trace:
             time.sleep(args.step_seconds)

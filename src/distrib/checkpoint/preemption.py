@@ -2,7 +2,7 @@
 
 When any one replica receives SIGTERM (what schedulers and torchrun send before
 killing a job), every replica must save *the same step* and stop.  Each replica
-notes the signal locally (a signal handler only sets a flag); at the start of every
+notes the signal locally (a signal handler only sets a flag); at the end of every
 ``run()`` call the replicas agree — one all-reduce of a single integer, the sum of
 the flags — and when it is non-zero every replica saves, at that same step, then
 exits with status 42.  A launcher with restarts (``distrib run --max-restarts``,
@@ -208,15 +208,18 @@ class PreemptionCheckpointHandler:
 
     def run(self, distributed_train_function: Callable[..., Any], *args: Any,
             **kwargs: Any) -> Any:
-        """Run one training step, after checking (with every replica) for a preemption.
+        """Run one training step, then check (with every replica) for a preemption.
 
         When any replica has received the notice, every replica saves the checkpoint
-        at this same step and calls ``exit_fn`` (``sys.exit(42)``) instead.
+        right after this same step and calls ``exit_fn`` (``sys.exit(42)``).  The check
+        follows the step (TensorFlow checks before it), so the batch the step took —
+        ``handler.run(step_fn, next(iterator))`` takes it before ``run`` starts — is
+        trained on before the save and never lost.
         """
-        if self._watcher.agreed():
-            self._save_and_exit()
         result = distributed_train_function(*args, **kwargs)
         self._counter.value += 1
+        if self._watcher.agreed():
+            self._save_and_exit()
         return result
 
     @contextlib.contextmanager

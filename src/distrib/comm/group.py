@@ -120,8 +120,10 @@ class Communicator:
         configure_engine_environment(self.plan)
         self.store = self._make_store()
         try:
+            store = dist.PrefixStore(self.plan.store_prefix, self.store) \
+                if self.plan.store_prefix else self.store
             dist.init_process_group(
-                backend=self.backend(), store=self.store, rank=self.rank,
+                backend=self.backend(), store=store, rank=self.rank,
                 world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=self.timeout))
         except dist.DistError as exc:

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import metadata as dcp_metadata
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 
@@ -162,13 +163,22 @@ def _commit(partial: str, final: str) -> None:
     _fsync_dir(parent)
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, directory: str | None = None, needed: int = 0) -> str:
+    """What went wrong, in a few words (the engine's message is long and low level)."""
     text = str(exc).strip() or type(exc).__name__
     for marker in ("No space left", "Read-only file system", "Permission denied",
                    "File too large", "Disk quota"):
         if marker in text:
             return marker
-    return text.splitlines()[0][:300]
+    if directory is not None:
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(directory).free
+            if free < needed:
+                return (f"No space left: the checkpoint needs {needed / 2**20:.1f} MiB, the "
+                        f"disk has {free / 2**20:.1f} MiB free")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "Error" in ln.split(":")[0]]
+    return (errors[-1] if errors else lines[0] if lines else text)[:300]
 
 
 def write_directory(path: str, tensors: dict[str, torch.Tensor], group: Any,
@@ -193,11 +203,13 @@ def write_directory(path: str, tensors: dict[str, torch.Tensor], group: Any,
                      no_dist=group is None)
         if is_chief:
             _commit(partial, path)
-    except Exception as exc:
+    except (Exception, CheckpointException) as exc:
         if is_chief:
             remove_directory(partial)
+        needed = sum(t.numel() * t.element_size() for t in tensors.values())
+        reason = _reason(exc, os.path.dirname(path), needed)
         raise CheckpointError(explain(
-            "checkpoint", path, f"could not be written ({_reason(exc)}); the earlier "
+            "checkpoint", path, f"could not be written ({reason}); the earlier "
             "checkpoints are intact", "free disk space or fix the directory's permissions, "
             "or choose another directory")) from exc
 
@@ -239,6 +251,6 @@ def read_directory(path: str, want: Callable[[str], bool] = lambda key: True
                      no_dist=True)
     except CheckpointError:
         raise
-    except Exception as exc:
+    except (Exception, CheckpointException) as exc:
         raise CheckpointError(f"its data could not be read ({_reason(exc)})") from None
     return state

@@ -129,10 +129,9 @@ VARIANTS = ("none", "async", "sync", "preempt")
 
 
 def _backup(variant: str, directory: str) -> list[Any]:
-    from distrib.callbacks import BackupAndRestore
-
     import distrib
 
+    BackupAndRestore = distrib.callbacks.BackupAndRestore
     if variant == "async":
         return [BackupAndRestore(directory, save_freq=100)]
     if variant == "sync":

@@ -187,7 +187,7 @@ def _fresh(args: list[str]) -> dict[str, Any]:
         out = os.path.join(d, "out.json")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DISTRIB_", "TF_CONFIG"))}
         subprocess.run([sys.executable, str(HERE), *args, d, out], check=True, env=env,
-                       timeout=1200)
+                       timeout=3600)
         result: dict[str, Any] = json.loads(Path(out).read_text())
         shutil.rmtree(d, ignore_errors=True)
         return result

@@ -246,33 +246,6 @@ class Model:
         self._restored_metrics = dict(states)
         self._apply_restored_metrics()
 
-    def build_metrics(self, data: Any) -> None:
-        """Build the loss trackers and compiled metrics from one batch (a forward pass in
-        inference mode; no weight, metric or random state changes).
-
-        ``fit`` calls it when it resumes from a backup before any step has run, so that
-        restored metric states have their metrics.
-        """
-        was = self.module.training
-        device = _device_of(self.module)
-        data = nest.map_structure(
-            lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, data)
-        x, y, sample_weight = unpack_x_y_sample_weight(data)
-        with torch.no_grad():
-            y_pred = self(x, training=False)
-            if self.compiled_loss is not None and y is not None:
-                self.compute_loss(x, y, y_pred, sample_weight, training=False)
-            self.compute_metrics(x, y, y_pred, sample_weight)
-        self.module.train(was)
-        for m in self._metric_list(built_only=True):
-            m.reset_state()  # drop the sample's updates
-        self._apply_restored_metrics()
-
-    @property
-    def metrics_pending_restore(self) -> bool:
-        """Whether restored metric states wait for their metrics to be built."""
-        return bool(self._restored_metrics)
-
     def checkpoint_children(self) -> dict[str, Any]:
         """What ``distrib.Checkpoint(model=model)`` saves: module, optimizer, metric
         states and the train-step counter.

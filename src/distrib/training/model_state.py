@@ -24,7 +24,42 @@ from typing import Any
 
 import torch
 
-__all__ = ["MetricStates", "TrainCounter", "merge_replica_states"]
+from distrib import nest
+from distrib.training.compile_utils import unpack_x_y_sample_weight
+
+__all__ = ["MetricStates", "TrainCounter", "merge_replica_states", "build_metrics",
+           "metrics_pending"]
+
+
+def metrics_pending(model: Any) -> bool:
+    """Whether restored metric states wait for their metrics to be built."""
+    return bool(model._restored_metrics)
+
+
+def build_metrics(model: Any, data: Any) -> None:
+    """Build ``model``'s loss trackers and compiled metrics from one batch, then apply the
+    restored metric states (a forward pass in inference mode under ``no_grad``: no weight,
+    metric or random state changes).
+
+    ``fit`` calls it when it resumes from a backup before any step has run.
+    """
+    module = model.module
+    was = module.training
+    device = next((p.device for p in module.parameters()), torch.device("cpu"))
+    data = nest.map_structure(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v,
+                              data)
+    x, y, sample_weight = unpack_x_y_sample_weight(data)
+    with torch.no_grad():
+        y_pred = model(x, training=False)
+        if model.compiled_loss is not None and y is not None:
+            model.compute_loss(x, y, y_pred, sample_weight, training=False)
+        model.compute_metrics(x, y, y_pred, sample_weight)
+    module.train(was)
+    pending = dict(model._restored_metrics)
+    model._restored_metrics = {}
+    for m in model.built_metrics():
+        m.reset_state()  # drop the sample's updates
+    model.restore_metric_states(pending)
 
 
 def merge_replica_states(states: Sequence[dict[str, list[torch.Tensor]]], replica_id: int,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from distrib.checkpoint import RNGState
+from distrib.training.model_state import build_metrics, metrics_pending
 
 __all__ = ["TrainingState"]
 
@@ -130,10 +131,10 @@ class TrainingState:
             self.epoch, self.step = initial_epoch, 0
             return initial_epoch
         epoch, step = point
-        if self.model.metrics_pending_restore:  # no batch has built the metrics yet
+        if metrics_pending(self.model):  # no batch has built the metrics yet
             sample = self.handler.sample()
             if sample is not None:
-                self.model.build_metrics(sample)
+                build_metrics(self.model, sample)
         if self.model.stop_training and step == 0:
             return self.epochs  # training had stopped: nothing left to run
         self.epoch, self.step, self._resume_step = epoch, step, step

@@ -53,8 +53,8 @@ _EXPORTS: dict[str, str] = {
                     "distrib.training"),
 }
 _SUBMODULES = {"checkpoint", "cluster", "comm", "config", "data", "datasets", "distribute",
-               "errors", "input", "mixed_precision", "nest", "strategies", "tpu", "train",
-               "training"}
+               "errors", "estimator", "input", "mixed_precision", "nest", "strategies", "tpu",
+               "train", "training"}
 
 if TYPE_CHECKING:
     from distrib import (
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         datasets,
         distribute,
         errors,
+        estimator,
         input,
         mixed_precision,
         nest,
@@ -131,8 +132,8 @@ __all__ = [
     "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
     "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "StrategyExtended", "TPUStrategy",
     "ValueContext", "callbacks", "checkpoint", "cluster", "comm", "compute_average_loss",
-    "config", "data", "datasets", "distribute", "errors", "experimental_set_strategy",
-    "function", "get_replica_context", "get_strategy", "has_strategy",
+    "config", "data", "datasets", "distribute", "errors", "estimator",
+    "experimental_set_strategy", "function", "get_replica_context", "get_strategy", "has_strategy",
     "in_cross_replica_context", "input", "losses", "metrics", "mixed_precision", "nest",
     "optimizers", "scale_regularization_loss", "strategies", "tpu", "train", "training"
 ]

@@ -134,6 +134,6 @@ class ModelCheckpoints:
     def restore(self, path: str) -> int:
         """Load ``path`` into the tracked objects (every replica calls); returns its global step."""
         assert self._checkpoint is not None
-        self._checkpoint.restore(path)
+        self._checkpoint.restore(path).expect_partial()
         self.loaded = path
         return int(self.global_step.item())

@@ -157,7 +157,8 @@ class Estimator:
         latest = self.latest_checkpoint()
         saved = step_of(latest) if latest is not None else None
         if max_steps is not None and saved is not None and max_steps <= saved:
-            _log.info("Skipping training since max_steps has already saved.")
+            if self._runtime.is_chief:
+                _log.info("Skipping training since max_steps has already saved.")
             return self
         hook_list = check_hooks(hooks, "hooks")
         listeners = list(saving_listeners or [])
@@ -173,6 +174,10 @@ class Estimator:
         run_training(self._runtime, strategy, dataset, hook_list, steps, max_steps, listeners,
                      saves, self._init_fn())
         return self
+
+    @property
+    def _is_chief(self) -> bool:
+        return self._runtime.is_chief
 
     def _init_fn(self) -> Any:
         settings = self._warm_start

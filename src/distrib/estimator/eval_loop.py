@@ -124,7 +124,7 @@ def run_evaluation(runtime: Any, strategy: Any, dataset: Any, hooks: list[Sessio
                    eval_dir: str) -> dict[str, Any]:
     """Evaluate the checkpoint (default: the newest) on ``dataset``; returns the metrics."""
     ext = strategy.extended
-    chief = bool(ext.should_save_summary)
+    chief = runtime.is_chief
     iterator = iter(dataset)
     try:
         batch, rows = next_batch(iterator)
@@ -212,7 +212,7 @@ def run_prediction(runtime: Any, strategy: Any, dataset: Any, hooks: list[Sessio
             return
         runtime.ensure_built(ModeKeys.PREDICT, batch[0], None)
         path = runtime.restore(checkpoint_path)
-        chief = bool(strategy.extended.should_save_summary)
+        chief = runtime.is_chief
         if path is None and chief:
             _log.info("Could not find trained model in model_dir: %s, running initialization "
                       "to predict.", runtime.checkpoints.model_dir)

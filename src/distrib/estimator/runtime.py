@@ -105,6 +105,17 @@ class ModelRuntime:
         self._mode: str | None = None
         self._seeded = False
 
+    @property
+    def is_chief(self) -> bool:
+        """Whether this process writes logs, summaries and exports.
+
+        Under a multi-replica strategy: its first replica.  Otherwise: the chief task,
+        the evaluator, or a process outside any cluster.
+        """
+        if self.strategy.num_replicas_in_sync > 1:
+            return bool(self.strategy.extended.should_save_summary)
+        return bool(self.config.is_chief) or self.config.task_type == "evaluator"
+
     # ------------------------------------------------------------- model_fn
     def _invoke(self, features: Any, labels: Any, mode: str, build: bool = False) -> Any:
         kwargs = model_fn_kwargs(self.args, labels, mode, self.params, self.config)
@@ -125,7 +136,7 @@ class ModelRuntime:
         if not self._seeded and self.config.tf_random_seed is not None:
             torch.manual_seed(self.config.tf_random_seed)
         self._seeded = True
-        chief = bool(self.strategy.extended.should_save_summary)
+        chief = self.is_chief
         if chief:
             _log.info("Calling model_fn.")
         grad = torch.enable_grad() if mode == ModeKeys.TRAIN else torch.no_grad()
@@ -173,7 +184,7 @@ class ModelRuntime:
         if path is None or not self.store.trackable():
             return None
         if self.checkpoints.loaded != path:
-            if self.strategy.extended.should_save_summary:
+            if self.is_chief:
                 _log.info("Restoring parameters from %s", path)
             self.step = self.checkpoints.restore(path)
         return path

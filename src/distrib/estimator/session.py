@@ -127,7 +127,7 @@ class RunSession(Session):
             return np.int64(self._runtime.step)
         raise UsageError(explain("fetch", name, "is not a value of this step (fetch a tensor "
                                  "that model_fn made, or one of the names "
-                                 f"{sorted(['global_step', *self.named])})",
+                                 f"{sorted({'global_step', *self.named})})",
                                  "pass the tensor itself, or one of those names"))
 
     def run(self, fetches: Any) -> Any:

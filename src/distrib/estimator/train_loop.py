@@ -111,7 +111,7 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
                  init_fn: Callable[[], None] | None = None) -> Any:
     """Train until the last step or the end of the input; returns the final loss (or None)."""
     ext = strategy.extended
-    chief = bool(ext.should_save_summary)
+    chief = runtime.is_chief
     agreement = Agreement(ext.replica_group)
     iterator = iter(dataset)
     writers = Writers()

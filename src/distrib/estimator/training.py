@@ -118,7 +118,7 @@ class _Evaluator:
         self.exports: list[bytes] = []
 
     def _warn(self, message: str) -> None:
-        if time.time() - self._last_warning > 600:
+        if self._estimator._is_chief and time.time() - self._last_warning > 600:
             _log.warning(message)
             self._last_warning = time.time()
 
@@ -145,7 +145,7 @@ class _Evaluator:
         return True
 
     def _export(self, metrics: dict[str, Any], checkpoint: str, final: bool) -> list[bytes]:
-        chief = self._estimator._runtime.strategy.extended.should_checkpoint
+        chief = self._estimator._is_chief
         results: list[bytes] = []
         exporter: Exporter
         for exporter in self._spec.exporters if chief else ():
@@ -200,6 +200,7 @@ def _run_training(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpec | N
     if eval_spec is not None:
         evaluator = _Evaluator(estimator, eval_spec, train_spec.max_steps)
         listeners.append(_EvalAfterSave(evaluator, eval_spec.throttle_secs))
+    if eval_spec is not None and estimator._is_chief:
         _log.info("Start train and evaluate loop. The evaluate will happen after every "
                   "checkpoint. Checkpoint frequency is determined based on RunConfig "
                   "arguments: save_checkpoints_steps %s or save_checkpoints_secs %s.",
@@ -225,14 +226,14 @@ def _cluster_id(config: Any) -> str:
 
 
 def _clear_marker(estimator: Any, marker: str) -> None:
-    if estimator._runtime.strategy.extended.should_checkpoint:
+    if estimator._is_chief:
         path = os.path.join(estimator.model_dir, _DONE_FILE)
         if os.path.exists(path):
             os.remove(path)
 
 
 def _write_marker(estimator: Any, marker: str) -> None:
-    if not estimator._runtime.strategy.extended.should_checkpoint:
+    if not estimator._is_chief:
         return
     latest = estimator.latest_checkpoint()
     from distrib.estimator.checkpoints import step_of
@@ -306,7 +307,8 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpe
     if task == TaskType.EVALUATOR:
         return _run_evaluator(estimator, train_spec, eval_spec, _cluster_id(config))
     if not config.cluster_spec:
-        _log.info("Running training and evaluation locally (non-distributed).")
+        if estimator._is_chief:
+            _log.info("Running training and evaluation locally (non-distributed).")
         return _run_training(estimator, train_spec, eval_spec, None)
     if task == TaskType.PS:
         from distrib.estimator.parameter_server import serve
@@ -317,7 +319,9 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpe
                                   "Supported task types are chief, worker, evaluator, ps",
                                   "fix TF_CONFIG's task.type"))
     has_evaluator = "evaluator" in config.cluster_spec.jobs
-    _log.info("Running `train_and_evaluate` on task %s:%s (%s).", task, config.task_id,
-              "an evaluator task evaluates" if has_evaluator else "the training tasks evaluate")
+    if estimator._is_chief:
+        _log.info("Running `train_and_evaluate` on task %s:%s (%s).", task, config.task_id,
+                  "an evaluator task evaluates" if has_evaluator else
+                  "the training tasks evaluate")
     return _run_training(estimator, train_spec, None if has_evaluator else eval_spec,
                          _cluster_id(config))

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 import distrib
+from distrib.errors import UsageError
 from distrib.estimator import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -30,7 +31,6 @@ from distrib.estimator import (
     SummarySaverHook,
     summary,
 )
-from distrib.errors import UsageError
 from tests.estimator.common import input_fn, model_fn, read_events
 
 

@@ -41,6 +41,7 @@ from distrib.estimator.export import (
     build_raw_serving_input_receiver_fn,
     load_saved_model,
 )
+from distrib.estimator.exporter import Exporter, FinalExporter, LatestExporter
 from distrib.estimator.hooks import (
     CheckpointSaverListener,
     NanLossDuringTrainingError,
@@ -67,5 +68,5 @@ __all__ = [
     "NanLossDuringTrainingError", "CheckpointSaverHook", "SummarySaverHook",
     "StepCounterHook", "ProfilerHook", "ServingInputReceiver",
     "build_raw_serving_input_receiver_fn", "load_saved_model", "get_global_step", "metrics",
-    "summary",
+    "summary", "Exporter", "FinalExporter", "LatestExporter",
 ]

@@ -167,7 +167,7 @@ def export_saved_model(estimator: Any, export_dir_base: str, serving_input_recei
     program = _Program(runtime, names, features).eval()
     batch = torch.export.Dim("batch")
     dynamic = tuple({0: batch} if t.dim() > 0 else None for t in examples)
-    exported = torch.export.export(program, examples, dynamic_shapes=dynamic, strict=False)
+    exported = torch.export.export(program, examples, dynamic_shapes=(dynamic,), strict=False)
     with torch.no_grad():
         sample = program(*examples)
     keys = sorted(sample) if isinstance(sample, Mapping) else None

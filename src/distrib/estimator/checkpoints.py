@@ -25,14 +25,42 @@ import numpy as np
 import torch
 
 from distrib.checkpoint import Checkpoint, CheckpointManager, latest_checkpoint
-from distrib.checkpoint.statefile import read_state
 from distrib.checkpoint.storage import read_directory, read_tensor_metadata
 from distrib.errors import UsageError, explain
 
-__all__ = ["ModelCheckpoints", "BASENAME", "step_of", "variable_names", "variable_value"]
+__all__ = ["ModelCheckpoints", "BASENAME", "step_of", "variable_names", "variable_value",
+           "agree_text", "agree_any"]
 
 BASENAME = "model.ckpt"
 _INTERNAL = ("__distrib__/", "__replica__/")
+_TEXT_BYTES = 4096
+
+
+def agree_text(group: Any, text: str | None) -> str | None:
+    """The chief's ``text`` (None stays None) on every replica of ``group``.
+
+    Sent as bytes in an int64 tensor (one all-reduce), never pickled.  Decisions that
+    come from files (which checkpoint is newest) are taken from the chief's view, so
+    every replica takes the same one.
+    """
+    if group.num_replicas_in_sync == 1:
+        return text
+    data = torch.zeros(_TEXT_BYTES + 1, dtype=torch.int64)
+    if group.is_chief and text is not None:
+        raw = text.encode()[:_TEXT_BYTES]
+        data[0] = 1
+        data[1:len(raw) + 1] = torch.tensor(list(raw), dtype=torch.int64)
+    data = group.all_reduce_sum(data)
+    if int(data[0]) == 0:
+        return None
+    return bytes(int(b) for b in data[1:].tolist() if b).decode()
+
+
+def agree_any(group: Any, flag: bool) -> bool:
+    """True on every replica when ``flag`` is True on any (one small all-reduce)."""
+    if group.num_replicas_in_sync == 1:
+        return flag
+    return bool(group.all_reduce_sum(torch.tensor([int(flag)], dtype=torch.int64)).item() > 0)
 
 
 def step_of(path: str) -> int | None:
@@ -87,6 +115,7 @@ class ModelCheckpoints:
         self._checkpoint: Checkpoint | None = None
         self._managers: dict[tuple[str, str], CheckpointManager] = {}
         self._tracked: dict[str, int] = {}
+        self._saved: dict[tuple[str, str], int] = {}
         #: the checkpoint whose values the objects hold (None: unknown or none)
         self.loaded: str | None = None
 
@@ -113,9 +142,15 @@ class ModelCheckpoints:
         return self._managers[key]
 
     def has(self, step: int, directory: str | None = None, basename: str = BASENAME) -> bool:
-        """Whether ``directory`` (default: the model directory) lists a checkpoint of ``step``."""
-        state = read_state(os.path.abspath(directory or self.model_dir))
-        return state is not None and f"{basename}-{step}" in state.all
+        """Whether the objects are saved as ``step`` there already (the same on every replica).
+
+        True when this run saved that step there, or (in the model directory) restored it
+        and has not changed the objects since.
+        """
+        key = (os.path.abspath(directory or self.model_dir), basename)
+        if key == (self.model_dir, BASENAME) and self.loaded is not None:
+            return step_of(self.loaded) == step
+        return self._saved.get(key) == step
 
     def save(self, step: int, directory: str | None = None, basename: str = BASENAME) -> str:
         """Save every tracked object as ``<directory>/<basename>-<step>`` (every replica calls)."""
@@ -123,13 +158,16 @@ class ModelCheckpoints:
         path = self._manager(directory or self.model_dir, basename).save(
             checkpoint_number=int(step))
         assert path is not None
+        self._saved[(os.path.abspath(directory or self.model_dir), basename)] = int(step)
         if directory is None or os.path.abspath(directory) == self.model_dir:
             self.loaded = path
         return path
 
     def latest(self) -> str | None:
-        """The newest complete checkpoint of the model directory (None when there is none)."""
-        return latest_checkpoint(self.model_dir)
+        """The newest complete checkpoint of the model directory, as the chief sees it."""
+        group = self._strategy.extended.replica_group
+        local = latest_checkpoint(self.model_dir) if group.is_chief else None
+        return agree_text(group, local)
 
     def restore(self, path: str) -> int:
         """Load ``path`` into the tracked objects (every replica calls); returns its global step."""

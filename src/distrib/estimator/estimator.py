@@ -29,9 +29,16 @@ from typing import Any
 
 import torch
 
+from distrib.checkpoint import latest_checkpoint
 from distrib.distribute import get_strategy
 from distrib.errors import InvalidTypeError, UsageError, explain
-from distrib.estimator.checkpoints import step_of, variable_names, variable_value
+from distrib.estimator.checkpoints import (
+    agree_any,
+    agree_text,
+    step_of,
+    variable_names,
+    variable_value,
+)
 from distrib.estimator.eval_loop import run_evaluation, run_prediction
 from distrib.estimator.functions import call_input_fn
 from distrib.estimator.hooks import CheckpointSaverListener, check_hooks
@@ -45,21 +52,6 @@ from distrib.estimator.warm_start import WarmStartSettings, warm_start
 __all__ = ["Estimator"]
 
 _log = logging.getLogger("distrib.estimator")
-_PATH_BYTES = 4096
-
-
-def _agree_path(strategy: Any, path: str | None) -> str:
-    """The chief's ``path`` on every replica (sent as bytes in a tensor, never pickled)."""
-    group = strategy.extended.replica_group
-    if group.num_replicas_in_sync == 1:
-        assert path is not None
-        return path
-    data = torch.zeros(_PATH_BYTES, dtype=torch.int64)
-    if group.is_chief and path is not None:
-        raw = path.encode()[:_PATH_BYTES]
-        data[:len(raw)] = torch.tensor(list(raw), dtype=torch.int64)
-    data = group.all_reduce_sum(data)
-    return bytes(int(b) for b in data.tolist() if b).decode()
 
 
 def _positive(name: str, value: Any) -> None:
@@ -82,7 +74,7 @@ def _model_dir(model_dir: Any, config: RunConfig, strategy: Any) -> str:
                                  "pass a directory, or None for a temporary one"))
     if chosen is None:
         made = tempfile.mkdtemp() if strategy.extended.replica_group.is_chief else None
-        chosen = _agree_path(strategy, made)
+        chosen = agree_text(strategy.extended.replica_group, made)
         if strategy.extended.should_save_summary:
             _log.warning("Using temporary folder as model directory: %s", chosen)
     return str(chosen)
@@ -154,7 +146,7 @@ class Estimator:
                                      "pass one of them"))
         _positive("steps", steps)
         _positive("max_steps", max_steps)
-        latest = self.latest_checkpoint()
+        latest = self._runtime.checkpoints.latest()
         saved = step_of(latest) if latest is not None else None
         if max_steps is not None and saved is not None and max_steps <= saved:
             if self._runtime.is_chief:
@@ -204,8 +196,9 @@ class Estimator:
         if name is not None and not isinstance(name, str):
             raise InvalidTypeError(explain("name", name, "name must be a string",
                                            "pass e.g. name='validation'"))
-        if checkpoint_path is not None and not os.path.isfile(
-                os.path.join(os.fspath(checkpoint_path), ".metadata")):
+        group = self._runtime.strategy.extended.replica_group
+        if checkpoint_path is not None and agree_any(group, not os.path.isfile(
+                os.path.join(os.fspath(checkpoint_path), ".metadata"))):
             raise UsageError(explain("checkpoint_path", checkpoint_path, "Could not find "
                                      "trained model at this path", "pass a checkpoint "
                                      "directory such as estimator.latest_checkpoint()"))
@@ -235,7 +228,7 @@ class Estimator:
     # ---------------------------------------------------------- checkpoints
     def latest_checkpoint(self) -> str | None:
         """The newest checkpoint in the model directory (None when there is none)."""
-        return self._runtime.checkpoints.latest()
+        return latest_checkpoint(self._model_dir)
 
     def _require_checkpoint(self) -> str:
         path = self.latest_checkpoint()

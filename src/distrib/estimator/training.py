@@ -124,7 +124,7 @@ class _Evaluator:
 
     def evaluate_and_export(self) -> bool:
         """Evaluate the newest checkpoint if it is new; returns whether it did."""
-        latest = self._estimator.latest_checkpoint()
+        latest = self._estimator._runtime.checkpoints.latest()
         if latest is None:
             self._warn("Estimator is not trained yet. Will start an evaluation when a "
                        "checkpoint is ready.")

@@ -99,7 +99,7 @@ def _write_eval_summaries(eval_dir: str, results: dict[str, Any], path: str | No
         writers.close()
 
 
-def _eval_steps(runtime: Any, strategy: Any, iterator: Any, runner: HookRunner,
+def _eval_steps(runtime: Any, strategy: Any, take: Any, runner: HookRunner,
                 batch: Any, rows: int, steps: int | None) -> _Accumulator:
     acc = _Accumulator()
     done = 0
@@ -115,7 +115,7 @@ def _eval_steps(runtime: Any, strategy: Any, iterator: Any, runner: HookRunner,
             _log.info("Evaluation [%d/%d]", done, steps)
         if stop:
             break
-        batch, rows = next_batch(iterator) if steps is None or done < steps else (None, 0)
+        batch, rows = take() if steps is None or done < steps else (None, 0)
     return acc
 
 
@@ -126,8 +126,9 @@ def run_evaluation(runtime: Any, strategy: Any, dataset: Any, hooks: list[Sessio
     ext = strategy.extended
     chief = runtime.is_chief
     iterator = iter(dataset)
+    wrapped = ext.replica_group.wrap_per_replica
     try:
-        batch, rows = next_batch(iterator)
+        batch, rows = next_batch(iterator, wrapped)
         if batch is None:
             raise UsageError(explain("evaluation input", "an empty dataset", "input_fn gave "
                                      "no batch to evaluate", "check input_fn for EVAL mode"))
@@ -149,7 +150,8 @@ def run_evaluation(runtime: Any, strategy: Any, dataset: Any, hooks: list[Sessio
         runner.begin()
         runner.after_create_session()
         with torch.no_grad():
-            acc = _eval_steps(runtime, strategy, iterator, runner, batch, rows, steps)
+            acc = _eval_steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,
+                              batch, rows, steps)
         results = acc.results(ext.replica_group)
         results["global_step"] = int(runtime.step)
         runner.end()

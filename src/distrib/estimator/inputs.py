@@ -74,6 +74,8 @@ def split_element(element: Any) -> tuple[Any, Any]:
 
 def rows_of(features: Any, labels: Any = None) -> int:
     """The batch size of a batch (the first dimension of its first tensor)."""
+    if isinstance(features, torch.Tensor) and features.dim() > 0:
+        return int(features.shape[0])
     for leaf in nest.flatten((features, labels)):
         if isinstance(leaf, torch.Tensor):
             return int(leaf.shape[0]) if leaf.dim() > 0 else 1

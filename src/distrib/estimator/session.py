@@ -100,7 +100,8 @@ class RunSession(Session):
         self._runtime = runtime
         self._writers = writers
         self._is_chief = is_chief
-        self.named: dict[str, Any] = {}
+        self.named: dict[str, Any] | None = {}
+        self.step_values: tuple[float | None, int, Any] = (None, 0, None)
         self.loss_dtype: Any = np.float32
         self.now = time.time()
 
@@ -120,30 +121,50 @@ class RunSession(Session):
     def time(self) -> float:
         return self.now
 
+    def _values(self) -> dict[str, Any]:
+        """The named values of the current step (made when a hook first asks)."""
+        if self.named is None:
+            loss, before, predictions = self.step_values
+            named: dict[str, Any] = {"global_step": np.int64(before)}
+            if loss is not None:
+                named["loss"] = self.loss_dtype(loss)
+            if isinstance(predictions, Mapping):
+                named.update(predictions)
+            self.named = named
+        return self.named
+
     def _named(self, name: str) -> Any:
-        if name in self.named:
-            return self.named[name]
+        named = self._values()
+        if name in named:
+            return named[name]
         if name in ("global_step", "step"):
             return np.int64(self._runtime.step)
         raise UsageError(explain("fetch", name, "is not a value of this step (fetch a tensor "
                                  "that model_fn made, or one of the names "
-                                 f"{sorted({'global_step', *self.named})})",
+                                 f"{sorted({'global_step', *named})})",
                                  "pass the tensor itself, or one of those names"))
 
+    def _leaf(self, value: Any) -> Any:
+        return self._named(value) if isinstance(value, str) else to_numpy(value)
+
     def run(self, fetches: Any) -> Any:
-        def leaf(value: Any) -> Any:
-            return self._named(value) if isinstance(value, str) else to_numpy(value)
         if fetches is None:
             return None
-        return nest.map_structure(leaf, fetches)
+        if isinstance(fetches, (str, torch.Tensor)):
+            return self._leaf(fetches)
+        if type(fetches) is dict and all(isinstance(v, (str, torch.Tensor))
+                                         for v in fetches.values()):
+            return {k: self._leaf(v) for k, v in fetches.items()}
+        return nest.map_structure(self._leaf, fetches)
 
     def summary_writer(self, logdir: str) -> Any:
         return self._writers.get(logdir) if self._is_chief else None
 
     def summaries(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        if "loss" in self.named:
-            out["loss"] = ("scalar", self.named["loss"])
+        named = self._values()
+        if "loss" in named:
+            out["loss"] = ("scalar", named["loss"])
         out.update(self._runtime.store.summaries)
         return out
 
@@ -219,11 +240,7 @@ class HookRunner:
 
 def set_named(session: RunSession, loss: float | None, step_before: int,
               predictions: Any) -> None:
-    """The names fetches may use for this step."""
-    named: dict[str, Any] = {"global_step": np.int64(step_before)}
-    if loss is not None:
-        named["loss"] = session.loss_dtype(loss)
-    if isinstance(predictions, Mapping):
-        named.update(predictions)
-    session.named = named
+    """The values names refer to in this step: the loss, the global step, the predictions."""
+    session.step_values = (loss, step_before, predictions)
+    session.named = None
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from distrib.distribute.values import unwrap
 from distrib.estimator.basic_hooks import LoggingTensorHook, NanTensorHook, StepCounterHook
 from distrib.estimator.hooks import CheckpointSaverListener, SessionRunHook
 from distrib.estimator.inputs import rows_of, split_element
@@ -57,14 +58,15 @@ class Writers:
         self._writers = {}
 
 
-def next_batch(iterator: Any) -> tuple[Any, int]:
-    """This replica's next ``(features, labels)`` and its rows (``(None, 0)`` at the end)."""
-    from distrib.distribute.values import unwrap
+def next_batch(iterator: Any, wrapped: bool = False) -> tuple[Any, int]:
+    """This replica's next ``(features, labels)`` and its rows (``(None, 0)`` at the end).
 
+    ``wrapped``: the iterator yields ``PerReplica`` values (unwrapped here).
+    """
     element = next(iterator, None)
     if element is None:
         return None, 0
-    features, labels = split_element(unwrap(element))
+    features, labels = split_element(unwrap(element) if wrapped else element)
     return (features, labels), rows_of(features, labels)
 
 
@@ -115,8 +117,9 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
     agreement = Agreement(ext.replica_group)
     iterator = iter(dataset)
     writers = Writers()
+    wrapped = ext.replica_group.wrap_per_replica
     try:
-        batch, rows = next_batch(iterator)
+        batch, rows = next_batch(iterator, wrapped)
         agreed = agreement.exchange(next_rows=rows)
         if batch is None or not agreed.all_have_data:
             if chief:
@@ -137,8 +140,8 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
                             session, agreement)
         runner.begin()
         runner.after_create_session()
-        loss = _steps(runtime, strategy, iterator, runner, agreement, batch, rows, agreed,
-                      last_step)
+        loss = _steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,
+                      agreement, batch, rows, agreed, last_step)
         runner.end()
         if loss is not None and chief:
             _log.info("Loss for final step: %s.", session.loss_dtype(loss))
@@ -148,7 +151,8 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
         close_iterator(iterator)
 
 
-def _steps(runtime: Any, strategy: Any, iterator: Any, runner: HookRunner,
+def _steps(runtime: Any, strategy: Any, take: Callable[[], tuple[Any, int]],
+           runner: HookRunner,
            agreement: Agreement, batch: Any, rows: int, agreed: Any,
            last_step: int | None) -> float | None:
     loss: float | None = None
@@ -166,7 +170,7 @@ def _steps(runtime: Any, strategy: Any, iterator: Any, runner: HookRunner,
         local = float(spec.loss.detach())
         current = rows
         if last_step is None or runtime.step < last_step:
-            batch, rows = next_batch(iterator)
+            batch, rows = take()
         else:
             batch, rows = None, 0
         agreed = agreement.exchange(next_rows=rows, loss=local, rows=current)

@@ -102,3 +102,27 @@ def test_model_dir_from_tf_config(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="must have the same value as the model_dir in "
                                           "TF_CONFIG"):
         RunConfig(model_dir="/runs/b")
+
+
+def test_a_coordinator_strategy_is_refused_with_tensorflows_reason() -> None:
+    class Extended:
+        should_use_with_coordinator = True
+
+    class Coordinated:
+        extended = Extended()
+        num_replicas_in_sync = 1
+
+    with pytest.raises(UsageError, match="compat.v1.distribute.experimental."
+                                         "ParameterServerStrategy"):
+        RunConfig(train_distribute=Coordinated())
+
+
+def test_a_ps_task_of_train_and_evaluate_says_what_is_missing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from distrib.estimator import Estimator, EvalSpec, TrainSpec, train_and_evaluate
+    from tests.estimator.common import input_fn, model_fn
+
+    _tf_config(monkeypatch, CLUSTER, "ps", 0)
+    estimator = Estimator(model_fn)
+    with pytest.raises(ConfigError, match="a 'ps' task has nothing to serve"):
+        train_and_evaluate(estimator, TrainSpec(input_fn()), EvalSpec(input_fn()))

@@ -1,6 +1,9 @@
-"""``ps`` tasks of ``train_and_evaluate``: serving parameters to asynchronous workers.
+"""``ps`` tasks of ``train_and_evaluate``.
 
-Not available yet: :func:`serve` raises an error that says so.
+Asynchronous parameter-server training of Estimators (TensorFlow's
+``tf.compat.v1.distribute.experimental.ParameterServerStrategy``, where every chief and
+worker task runs its own training loop against variables held by the ``ps`` tasks) is
+not available: :func:`serve` raises an error that says so and what to do instead.
 
 Example::
 

@@ -181,6 +181,15 @@ def _validate_properties(c: RunConfig) -> None:
                                       hasattr(value, "num_replicas_in_sync")):
             raise InvalidTypeError(explain(name, value, "must be a distrib strategy",
                                            f"pass e.g. {name}=distrib.MirroredStrategy()"))
+        if value is not None and getattr(value.extended, "should_use_with_coordinator", False):
+            raise UsageError(explain(
+                name, type(value).__name__, "a ParameterServerStrategy runs the training "
+                "program on the chief only (with a ClusterCoordinator), while every Estimator "
+                "task runs its own training loop (TensorFlow: Please use "
+                "`tf.compat.v1.distribute.experimental.ParameterServerStrategy` for parameter "
+                "server strategy with estimator)", "train the Estimator with "
+                "MultiWorkerMirroredStrategy, or train with ParameterServerStrategy through "
+                "Model.fit or a ClusterCoordinator loop"))
 
 
 class RunConfig:

@@ -178,11 +178,13 @@ class HookRunner:
     """Calls hooks in order and agrees on their stop requests and errors when needed."""
 
     def __init__(self, hooks: list[SessionRunHook], session: RunSession,
-                 agreement: Agreement) -> None:
+                 agreement: Agreement, chief_hooks: tuple[SessionRunHook, ...] = ()) -> None:
         self.hooks = hooks
         self.session = session
         self._agreement = agreement
-        self.needs_agreement = any(h.needs_agreement() for h in hooks)
+        # Decided alike on every replica, from the hooks every replica knows (the chief's
+        # own hooks included, although only the chief runs them).
+        self.needs_agreement = any(h.needs_agreement() for h in (*hooks, *chief_hooks))
         self._args: list[SessionRunArgs | None] = []
         self._context: SessionRunContext | None = None
 

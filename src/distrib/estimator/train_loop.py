@@ -137,7 +137,7 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
         session.loss_dtype = loss_dtype(spec.loss_dtype)
         session.now = agreed.time
         runner = HookRunner(_builtin_hooks(runtime, listeners, saves, spec, chief, hooks),
-                            session, agreement)
+                            session, agreement, spec.training_chief_hooks)
         runner.begin()
         runner.after_create_session()
         loss = _steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,

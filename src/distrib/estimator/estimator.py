@@ -105,7 +105,15 @@ class Estimator:
             raise UsageError(explain("config", config, "config must be an instance of "
                                      f"`RunConfig`, but provided {config!r}",
                                      "pass distrib.estimator.RunConfig(...)"))
-        strategy = config.train_distribute or config.eval_distribute or get_strategy()
+        evaluation = config.eval_distribute
+        if config.train_distribute is None and evaluation is not None and \
+                evaluation.num_replicas_in_sync > 1:
+            raise UsageError(explain(
+                "RunConfig(eval_distribute=...)", type(evaluation).__name__,
+                "with several replicas, every replica process runs the program; without "
+                "train_distribute each would train its own copy of the model",
+                "pass the same strategy as train_distribute too"))
+        strategy = config.train_distribute or evaluation or get_strategy()
         directory = _model_dir(model_dir, config, strategy)
         if config.model_dir != directory:
             config = config.replace(model_dir=directory)

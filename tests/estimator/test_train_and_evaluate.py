@@ -59,3 +59,21 @@ def test_exporters_write_under_model_dir_export(tmp_path: Path) -> None:
     assert len(list((tmp_path / "export" / "final").iterdir())) == 1
     assert len(list((tmp_path / "export" / "latest").iterdir())) == 1
     assert len(exports) == 2 and all(isinstance(p, bytes) for p in exports)
+
+
+def test_an_independent_worker_starts_after_tensorflows_delay(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import distrib.estimator.training as training
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps({
+        "cluster": {"chief": ["h0:1"], "worker": ["h1:1", "h2:1", "h3:1"]},
+        "task": {"type": "worker", "index": 2}}))
+    slept: list[float] = []
+    monkeypatch.setattr(training.time, "sleep", slept.append)
+    est = Estimator(model_fn, model_dir=str(tmp_path),
+                    config=RunConfig(experimental_max_worker_delay_secs=12))
+    train_and_evaluate(est, TrainSpec(input_fn(), max_steps=2), EvalSpec(input_fn()))
+    assert slept[0] == 12                         # min(12, (2 + 1) * 5)
+    assert est.latest_checkpoint() is None        # only the chief saves

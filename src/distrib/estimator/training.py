@@ -287,6 +287,28 @@ def _run_evaluator(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpec,
             time.sleep(1.0)  # throttle_secs=0: poll the directory, not the CPU
 
 
+_DELAY_SECS_PER_WORKER = 5
+_MAX_DELAY_SECS = 60
+
+
+def _delay_worker(estimator: Any) -> None:
+    """TensorFlow's staggered start of independent workers: ``min(max, (id + 1) * 5)`` s.
+
+    Only workers that train on their own (no multi-replica strategy) wait: replicas of a
+    synchronous strategy wait for each other at every step anyway.
+    """
+    config = estimator.config
+    replicas = estimator._runtime.strategy.num_replicas_in_sync
+    if config.task_type != TaskType.WORKER or replicas > 1:
+        return
+    limit = config.experimental_max_worker_delay_secs
+    limit = _MAX_DELAY_SECS if limit is None else limit
+    delay = min(limit, (config.task_id + 1) * _DELAY_SECS_PER_WORKER)
+    if delay > 0:
+        _log.info("Waiting %d secs before starting training.", delay)
+        time.sleep(delay)
+
+
 def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpec) -> Any:
     """Train and evaluate as the task's role says.  See the module docstring."""
     from distrib.estimator.estimator import Estimator
@@ -318,6 +340,7 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpe
         raise ConfigError(explain("task_type", task, f"Task type {task} is not supported. "
                                   "Supported task types are chief, worker, evaluator, ps",
                                   "fix TF_CONFIG's task.type"))
+    _delay_worker(estimator)
     has_evaluator = "evaluator" in config.cluster_spec.jobs
     if estimator._is_chief:
         _log.info("Running `train_and_evaluate` on task %s:%s (%s).", task, config.task_id,

@@ -114,3 +114,19 @@ def test_store_reuses_by_class_and_order_and_names_objects() -> None:
     assert sorted(store.names().values()) == ["linear", "linear_1", "sequential"]
     assert nn.Linear(2, 2) is not first[0]           # outside a call: ordinary construction
     assert snake_name(torch.optim.lr_scheduler.StepLR) == "step_lr"
+
+
+def test_copies_made_in_model_fn_are_ordinary_objects() -> None:
+    import copy
+
+    store = ObjectStore()
+
+    def fn() -> tuple[nn.Module, nn.Module]:
+        net = nn.Linear(2, 2)
+        return net, copy.deepcopy(net)
+
+    first = store.call(fn, build=True)
+    again = store.call(fn)
+    assert again[0] is first[0] and again[1] is not first[1]
+    assert type(again[1]) is nn.Linear
+    assert store.objects == [first[0]]

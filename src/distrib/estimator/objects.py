@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import copyreg
 import re
 import sys
 import threading
@@ -51,6 +52,7 @@ __all__ = ["ObjectStore", "install_reuse", "active_store", "snake_name", "get_gl
 
 _local = threading.local()
 _SIMPLE = (type(None), bool, int, float, str)
+_COPY_CODES = (copyreg.__newobj__.__code__, copyreg.__newobj_ex__.__code__)
 _CHECKED_REUSES = 3
 _skip_classes: dict[type, type] = {}
 _installed: list[type] = []
@@ -174,8 +176,11 @@ class ObjectStore:
             _local.store = previous
 
     def _nested(self) -> bool:
-        """Whether the construction runs inside the ``__init__`` of a reusable object."""
+        """Whether the construction runs inside the ``__init__`` of a reusable object, or is
+        a copy (``copy.deepcopy`` makes objects through ``copyreg.__newobj__``)."""
         frame: Any = sys._getframe(3)
+        if frame.f_code in _COPY_CODES:
+            return True
         while frame is not None and frame.f_code is not self._boundary:
             if frame.f_code.co_name == "__init__" and isinstance(
                     frame.f_locals.get("self"), self._bases):

@@ -52,7 +52,7 @@ __all__ = ["ObjectStore", "install_reuse", "active_store", "snake_name", "get_gl
 
 _local = threading.local()
 _SIMPLE = (type(None), bool, int, float, str)
-_COPY_CODES = (copyreg.__newobj__.__code__, copyreg.__newobj_ex__.__code__)
+_COPY_CODES = tuple(getattr(copyreg, name).__code__ for name in ("__newobj__", "__newobj_ex__"))
 _CHECKED_REUSES = 3
 _skip_classes: dict[type, type] = {}
 _installed: list[type] = []

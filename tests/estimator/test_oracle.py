@@ -68,6 +68,8 @@ def _compare(expected: dict[str, Any], got: dict[str, Any]) -> None:
     for name, value in expected["params"].items():
         diff = (got["params"][name].double() - value.double()).abs().max().item()
         assert diff < TOLERANCE, f"{name}: max abs diff {diff}"
+    assert got["logits"].shape == (37, 3)
+    assert (got["logits"] - expected["logits"]).abs().max().item() < TOLERANCE
     assert set(got["eval"]) == set(expected["eval"])
     for key, value in expected["eval"].items():
         assert got["eval"][key] == pytest.approx(value, abs=TOLERANCE), key

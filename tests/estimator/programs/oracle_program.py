@@ -5,7 +5,8 @@
 Trains 10 steps, then a second ``train`` over a whole epoch whose last step is a partial
 batch split unevenly (6 examples: 4 + 2 or 3 + 3), then evaluates on 37 examples (last
 batch partial) with the training strategy; the chief writes the final parameters (read
-back through ``get_variable_value``) and the metrics to OUT.
+back through ``get_variable_value``), the metrics and every replica's predictions (the
+same, as prediction is not distributed) to OUT.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def make_input_fn(x: np.ndarray, y: np.ndarray):  # type: ignore[no-untyped-def]
         ds = distrib.data.Dataset.from_tensor_slices((torch.from_numpy(x), torch.from_numpy(y)))
         if input_context is not None and input_context.num_input_pipelines > 1:
             ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        per_replica = input_context.get_per_replica_batch_size(GLOBAL_BATCH)
+        per_replica = (input_context.get_per_replica_batch_size(GLOBAL_BATCH)
+                       if input_context is not None else GLOBAL_BATCH)
         return ds.batch(per_replica)
     return input_fn
 
@@ -76,11 +78,12 @@ def main() -> None:
     estimator.train(make_input_fn(X_TRAIN, Y_TRAIN), steps=10)
     estimator.train(make_input_fn(X_TRAIN, Y_TRAIN))
     result = estimator.evaluate(make_input_fn(X_EVAL, Y_EVAL))
+    logits = np.stack([p["logits"] for p in estimator.predict(make_input_fn(X_EVAL, Y_EVAL))])
     chief = strategy is None or strategy.extended.should_checkpoint
     if chief:
         params = {name: torch.from_numpy(np.asarray(estimator.get_variable_value(name)))
                   for name in estimator.get_variable_names()}
-        torch.save({"params": params, "eval": result}, out)
+        torch.save({"params": params, "eval": result, "logits": torch.from_numpy(logits)}, out)
     replicas = 1 if strategy is None else strategy.num_replicas_in_sync
     print(f"done replicas={replicas} step={result['global_step']}")
 

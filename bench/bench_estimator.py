@@ -15,12 +15,13 @@ of steps, SGD with momentum, cross-entropy on logits:
 * fit and raw DDP: exactly as ``bench_fit.py`` runs them (arrays in memory; a loop over
   the same tensors with ``DistributedDataParallel``).
 
-Each is timed over one call of ``--steps`` steps after a warm-up call, in fresh
-processes, ``--repeats`` times interleaved; the table shows each contender's fastest
+Every contender gets the same CPU threads per process (``--threads``, default 1).  Each
+is timed over one call of ``--steps`` steps after a warm-up call, in fresh processes,
+``--repeats`` times interleaved; the table shows each contender's fastest
 run (steps per second) and the ratios estimator / fit (goal >= 0.97) and estimator / raw.
 
-    python bench/bench_estimator.py [--steps 200] [--batch 64] [--repeats 3] [--model cnn]
-                                    [--json out.json]
+    python bench/bench_estimator.py [--steps 200] [--batch 64] [--repeats 3] [--threads 1]
+                                    [--model cnn] [--json out.json]
 
 Not a test: it measures, it asserts nothing.
 """
@@ -84,14 +85,15 @@ def run_estimator(model: str, replicas: int, steps: int, batch: int,
     return rank, elapsed
 
 
-def measure_estimator(model: str, replicas: int, steps: int, batch: int,
+def measure_estimator(model: str, replicas: int, steps: int, batch: int, threads: int,
                       checkpoint: bool) -> float:
     cmd = [sys.executable, __file__, "--worker", "estimator", "--model", model, "--replicas",
            str(replicas), "--steps", str(steps), "--batch", str(batch)]
     if checkpoint:
         cmd.append("--checkpoint")
-    out = subprocess.run(cmd, env=bench_fit._clean_env(), capture_output=True, text=True,
-                         timeout=1800)
+    env = {**bench_fit._clean_env(), "OMP_NUM_THREADS": str(threads),
+           "GLOO_SOCKET_IFNAME": "lo"}
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     return bench_fit._result([out.stdout, out.stderr], "estimator")
 
 
@@ -104,6 +106,8 @@ def main() -> None:
     ap.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
     ap.add_argument("--steps", type=int, default=200, help="timed steps per run")
     ap.add_argument("--batch", type=int, default=64, help="global batch size")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="CPU threads per process, for every contender")
     ap.add_argument("--repeats", type=int, default=3,
                     help="runs of each contender (interleaved; the fastest is shown)")
     ap.add_argument("--json", help="write the rows to this file")
@@ -120,14 +124,11 @@ def main() -> None:
     for replicas in (1, 2):
         runs: dict[str, list[float]] = {"est": [], "ckpt": [], "fit": [], "raw": []}
         for _ in range(args.repeats):  # interleaved, so all see the same machine noise
-            runs["est"].append(measure_estimator(args.model, replicas, args.steps, args.batch,
-                                                 False))
-            runs["ckpt"].append(measure_estimator(args.model, replicas, args.steps,
-                                                  args.batch, True))
-            runs["fit"].append(bench_fit.measure("distrib", args.model, replicas, args.steps,
-                                                 args.batch))
-            runs["raw"].append(bench_fit.measure("ddp", args.model, replicas, args.steps,
-                                                 args.batch))
+            common = (args.model, replicas, args.steps, args.batch, args.threads)
+            runs["est"].append(measure_estimator(*common, False))
+            runs["ckpt"].append(measure_estimator(*common, True))
+            runs["fit"].append(bench_fit.measure("distrib", *common))
+            runs["raw"].append(bench_fit.measure("ddp", *common))
         rate = {k: args.steps / min(v) for k, v in runs.items()}
         row: dict[str, Any] = {"model": args.model, "replicas": replicas, "steps": args.steps,
                                "global_batch": args.batch,

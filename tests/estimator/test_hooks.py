@@ -206,6 +206,7 @@ def test_evaluation_and_prediction_hooks_run(tmp_path: Path) -> None:
             return SessionRunArgs("y")
 
         def after_run(self, run_context: Any, run_values: Any) -> None:
+            assert isinstance(run_values.results, np.ndarray)
             self.shapes.append(run_values.results.shape)
 
     predict_hook = PredictRecorder()

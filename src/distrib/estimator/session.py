@@ -145,7 +145,7 @@ class RunSession(Session):
                                  "pass the tensor itself, or one of those names"))
 
     def _leaf(self, value: Any) -> Any:
-        return self._named(value) if isinstance(value, str) else to_numpy(value)
+        return to_numpy(self._named(value) if isinstance(value, str) else value)
 
     def run(self, fetches: Any) -> Any:
         if fetches is None:
@@ -158,7 +158,9 @@ class RunSession(Session):
         return nest.map_structure(self._leaf, fetches)
 
     def summary_writer(self, logdir: str) -> Any:
-        return self._writers.get(logdir) if self._is_chief else None
+        if not self._is_chief or self._writers is None:
+            return None
+        return self._writers.get(logdir)
 
     def summaries(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

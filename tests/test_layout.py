@@ -23,3 +23,19 @@ def test_only_the_tpu_strategy_engine_imports_torch_xla() -> None:
                  and p.relative_to(SRC).as_posix() not in ("strategies/_xla.py",)
                  and re.search(r"import(_module)?\(?\s*['\"]?torch_xla", p.read_text())]
     assert offenders == [], f"torch_xla imported outside strategies/_xla.py: {offenders}"
+
+
+def test_nothing_is_unpickled_from_the_network() -> None:
+    # torch's *_object collectives pickle on one rank and unpickle on the others.  The one
+    # exception is rpc/pickling.py: the functions ParameterServerStrategy's chief sends to
+    # its workers, unpickled only after their MAC with the cluster's secret was verified
+    # over the whole message (rpc/transport.py; tests/coordinator/test_rpc.py).
+    # checkpoint/storage.py reads DCP's ``.metadata`` files (not the network) with an
+    # unpickler that accepts only DCP's metadata classes (tests/checkpoint/).
+    pattern = re.compile(r"(gather|broadcast|scatter|send|recv)_object(_list)?\(|"
+                         r"import pickle|pickle\.loads|torch\.distributed\.rpc")
+    offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+                 if pattern.search(p.read_text())
+                 and p.relative_to(SRC).as_posix() not in ("rpc/pickling.py",
+                                                           "checkpoint/storage.py")]
+    assert offenders == [], f"pickle-based communication in: {offenders}"

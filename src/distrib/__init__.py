@@ -47,14 +47,19 @@ _EXPORTS: dict[str, str] = {
                      "InputReplicationMode"], "distrib.input"),
     **dict.fromkeys(["Checkpoint", "CheckpointManager", "PreemptionCheckpointHandler",
                      "TerminationConfig"], "distrib.checkpoint"),
-    **dict.fromkeys(["MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-                     "Strategy", "StrategyExtended", "TPUStrategy"], "distrib.strategies"),
+    **dict.fromkeys(["CentralStorageStrategy", "MirroredStrategy",
+                     "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
+                     "ParameterServerStrategy", "Strategy", "StrategyExtended",
+                     "TPUStrategy"], "distrib.strategies"),
+    **dict.fromkeys(["FixedShardsPartitioner", "MaxSizePartitioner", "MinSizePartitioner"],
+                    "distrib.distribute.partitioners"),
     **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics", "optimizers"],
                     "distrib.training"),
 }
-_SUBMODULES = {"checkpoint", "cluster", "comm", "config", "data", "datasets", "distribute",
-               "errors", "estimator", "input", "mixed_precision", "nest", "strategies", "tpu",
-               "train", "training"}
+_SUBMODULES = {"checkpoint", "cluster", "comm", "config", "coordinator", "data", "datasets",
+               "distribute", "errors", "estimator", "experimental", "input",
+               "mixed_precision", "models", "nest", "rpc", "strategies", "tpu", "train",
+               "training", "utils"}
 
 if TYPE_CHECKING:
     from distrib import (
@@ -62,18 +67,23 @@ if TYPE_CHECKING:
         cluster,
         comm,
         config,
+        coordinator,
         data,
         datasets,
         distribute,
         errors,
         estimator,
+        experimental,
         input,
         mixed_precision,
+        models,
         nest,
+        rpc,
         strategies,
         tpu,
         train,
         training,
+        utils,
     )
     from distrib.checkpoint import (
         Checkpoint,
@@ -96,16 +106,30 @@ if TYPE_CHECKING:
         in_cross_replica_context,
         scale_regularization_loss,
     )
+    from distrib.distribute.partitioners import (
+        FixedShardsPartitioner,
+        MaxSizePartitioner,
+        MinSizePartitioner,
+    )
     from distrib.input import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
     from distrib.strategies import (
+        CentralStorageStrategy,
         MirroredStrategy,
         MultiWorkerMirroredStrategy,
         OneDeviceStrategy,
+        ParameterServerStrategy,
         Strategy,
         StrategyExtended,
         TPUStrategy,
     )
     from distrib.training import Model, callbacks, function, losses, metrics, optimizers
+
+# A replica process that a program starts for itself (MirroredStrategy over several
+# devices) begins with the random state this program had here, so data drawn from
+# here on is the same in every replica (distrib.cluster.random_state has the rule).
+from distrib.cluster.random_state import synchronize_at_import as _synchronize  # noqa: E402
+
+_synchronize()
 
 
 def __getattr__(name: str) -> Any:
@@ -126,14 +150,17 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AutoShardPolicy", "Checkpoint", "CheckpointManager", "CommunicationImplementation",
-    "CommunicationOptions", "PreemptionCheckpointHandler", "TerminationConfig",
-    "DistributedValues", "InputContext", "InputOptions", "InputReplicationMode", "Mirrored",
-    "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-    "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "StrategyExtended", "TPUStrategy",
-    "ValueContext", "callbacks", "checkpoint", "cluster", "comm", "compute_average_loss",
-    "config", "data", "datasets", "distribute", "errors", "estimator",
-    "experimental_set_strategy", "function", "get_replica_context", "get_strategy", "has_strategy",
-    "in_cross_replica_context", "input", "losses", "metrics", "mixed_precision", "nest",
-    "optimizers", "scale_regularization_loss", "strategies", "tpu", "train", "training"
+    "AutoShardPolicy", "CentralStorageStrategy", "Checkpoint", "CheckpointManager",
+    "CommunicationImplementation", "CommunicationOptions", "DistributedValues",
+    "FixedShardsPartitioner", "InputContext", "InputOptions", "InputReplicationMode",
+    "MaxSizePartitioner", "MinSizePartitioner", "Mirrored", "MirroredStrategy", "Model",
+    "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "ParameterServerStrategy",
+    "PerReplica", "PreemptionCheckpointHandler", "ReduceOp", "ReplicaContext", "Strategy",
+    "StrategyExtended", "TPUStrategy", "TerminationConfig", "ValueContext", "callbacks",
+    "checkpoint", "cluster", "comm", "compute_average_loss", "config", "coordinator", "data",
+    "datasets", "distribute", "errors", "estimator", "experimental",
+    "experimental_set_strategy", "function", "get_replica_context", "get_strategy",
+    "has_strategy", "in_cross_replica_context", "input", "losses", "metrics",
+    "mixed_precision", "models", "nest", "optimizers", "rpc", "scale_regularization_loss",
+    "strategies", "tpu", "train", "training", "utils"
 ]

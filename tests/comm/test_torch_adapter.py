@@ -33,20 +33,11 @@ def test_the_running_torch_release_is_one_the_adapter_was_checked_on() -> None:
 
 def test_a_missing_private_api_is_named_with_the_checked_versions(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch_adapter, "_UNSCALE", ("torch", "_no_such_amp_kernel_"))
-    with pytest.raises(torch_adapter.TorchAPIError, match=r"torch\._no_such_amp_kernel_") as e:
+    monkeypatch.setattr(torch_adapter, "_REPLICATE", ("torch.distributed", "_no_such_replicate"))
+    with pytest.raises(torch_adapter.TorchAPIError,
+                       match=r"torch\.distributed\._no_such_replicate") as e:
         torch_adapter.check()
     assert "2.13.0" in str(e.value) and "Fix:" in str(e.value)
-
-
-def test_unscale_divides_and_flags_non_finite_gradients() -> None:
-    grads = [torch.tensor([2.0, -4.0]), torch.tensor([8.0])]
-    flag = torch.zeros(1)
-    torch_adapter.unscale_and_check_finite_(grads, flag, torch.tensor([0.5]))
-    assert [g.tolist() for g in grads] == [[1.0, -2.0], [4.0]] and flag.item() == 0.0
-    torch_adapter.unscale_and_check_finite_([torch.tensor([float("inf")])], flag,
-                                            torch.tensor([1.0]))
-    assert flag.item() == 1.0
 
 
 def test_replicate_broadcasts_and_the_comm_hook_sums_gradients() -> None:
@@ -60,6 +51,7 @@ def test_replicate_broadcasts_and_the_comm_hook_sums_gradients() -> None:
     out = [json.loads(done[f"rank {r}"][1].strip().splitlines()[-1]) for r in range(2)]
     assert out[0]["start"] == out[1]["start"]           # rank 0's parameters everywhere
     assert out[0]["class"] == "DDPLinear" and out[0]["hook_calls"] >= 1
+    assert all(o["reduced"] and not o["others_reduced"] for o in out)
     # Oracle: one process, both rows, loss summed over rows: the SUM of the ranks'
     # gradients (DDP's own hook would average them).
     w = torch.tensor(out[0]["start"][0], dtype=torch.float64, requires_grad=True)
@@ -69,3 +61,28 @@ def test_replicate_broadcasts_and_the_comm_hook_sums_gradients() -> None:
     assert w.grad is not None and b.grad is not None
     for r in range(2):
         assert out[r]["grads"] == [w.grad.tolist(), b.grad.tolist()]
+
+
+def test_grad_scaler_state_is_read_and_changed_on_the_device() -> None:
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([w], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=4.0, growth_interval=2)
+    assert torch_adapter.grad_scaler_tensors(scaler) is None
+    assert torch_adapter.grad_scaler_found_inf(scaler, opt) == []
+    scaler.scale(w.sum()).backward()
+    scaler.unscale_(opt)
+    scale, tracker = torch_adapter.grad_scaler_tensors(scaler)  # type: ignore[misc]
+    (flag,) = torch_adapter.grad_scaler_found_inf(scaler, opt)
+    assert (scale.item(), tracker.item(), flag.item()) == (4.0, 0, 0.0)
+    flag.fill_(1.0)  # another replica's inf: step and update see it
+    scaler.step(opt)
+    scaler.update()
+    assert w.tolist() == [1.0, 1.0] and scale.item() == 2.0 and tracker.item() == 0
+
+
+def test_a_moved_grad_scaler_field_is_named() -> None:
+    class Scaler:
+        _scale = None
+
+    with pytest.raises(torch_adapter.TorchAPIError, match="GradScaler"):
+        torch_adapter.grad_scaler_tensors(Scaler())  # type: ignore[arg-type]

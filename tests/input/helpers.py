@@ -20,7 +20,7 @@ GLOBAL_BATCH = 8
 
 
 class CountingCollectives:
-    """SUM all-reduce and object all-gather over the default torch.distributed group."""
+    """SUM all-reduce (counted) and all-gather over the default torch.distributed group."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -33,12 +33,12 @@ class CountingCollectives:
         dist.all_reduce(out, op=dist.ReduceOp.SUM)
         return out
 
-    def all_gather_object(self, obj: object) -> list[object]:
+    def all_gather(self, t: torch.Tensor, axis: int) -> torch.Tensor:
         import torch.distributed as dist
 
-        out: list[object] = [None] * dist.get_world_size()
-        dist.all_gather_object(out, obj)
-        return out
+        parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, t.contiguous())
+        return torch.cat(parts, dim=axis)
 
 
 def init_gloo(rank: int, world: int, init_file: str, timeout_s: float = 60.0) -> None:
@@ -57,7 +57,7 @@ def group_for(rank: int, world: int, num_workers: int, coll: CountingCollectives
         num_replicas_in_sync=world, replica_id=rank, num_workers=num_workers,
         worker_index=rank // per_worker, local_replicas=per_worker,
         local_replica_id=rank % per_worker, wrap_per_replica=wrap,
-        all_reduce_sum=coll.all_reduce_sum, all_gather_object=coll.all_gather_object)
+        all_reduce_sum=coll.all_reduce_sum, all_gather=coll.all_gather)
 
 
 def fake_group(replicas: int, replica_id: int, num_workers: int) -> ReplicaGroupInfo:
@@ -69,8 +69,7 @@ def fake_group(replicas: int, replica_id: int, num_workers: int) -> ReplicaGroup
     return ReplicaGroupInfo(
         num_replicas_in_sync=replicas, replica_id=replica_id, num_workers=num_workers,
         worker_index=replica_id // per_worker, local_replicas=per_worker,
-        local_replica_id=replica_id % per_worker, all_reduce_sum=forbidden,
-        all_gather_object=lambda obj: [obj])
+        local_replica_id=replica_id % per_worker, all_reduce_sum=forbidden)
 
 
 def as_lists(x: Any) -> Any:

@@ -171,7 +171,7 @@ def test_other_run_errors_exit_2(script: Path, capsys: pytest.CaptureFixture[str
     assert main(["run", "--cluster", "worker=1", str(script.parent / "missing.py")]) == 2
     assert "no such file" in capsys.readouterr().err
     assert main(["run", "--cluster", "worker=1", "--nnodes", "2", str(script)]) == 2
-    assert "--nnodes only apply with --nproc-per-node" in capsys.readouterr().err
+    assert "'--nnodes': applies only with --nproc-per-node" in capsys.readouterr().err
 
 
 def test_pure_helpers() -> None:

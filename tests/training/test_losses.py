@@ -121,7 +121,7 @@ def test_get_accepts_functions_instances_and_torch_modules() -> None:
 
 
 def test_unknown_loss_names_the_value_and_the_fix() -> None:
-    with pytest.raises(UsageError, match="'crossentropyy'.*known names.*Fix"):
+    with pytest.raises(UsageError, match="Unknown loss function: 'crossentropyy'.*loss names.*Fix"):
         losses.get("crossentropyy")
     with pytest.raises(InvalidTypeError):
         losses.get(3)

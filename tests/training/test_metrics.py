@@ -109,7 +109,7 @@ def test_get_names_and_errors() -> None:
     assert metrics.get("mae").name == "mae"
     assert isinstance(metrics.get("mse"), metrics.MeanSquaredError)
     assert metrics.get(metrics.AUC).name == "auc"
-    with pytest.raises(UsageError, match="'accuraccy'.*known names"):
+    with pytest.raises(UsageError, match="Unknown metric function: 'accuraccy'.*metric names"):
         metrics.get("accuraccy")
 
 

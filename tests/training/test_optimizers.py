@@ -40,7 +40,7 @@ def test_instances_pass_through_and_classes_are_built() -> None:
 
 
 def test_errors_name_the_value() -> None:
-    with pytest.raises(UsageError, match="'adamm'.*known names"):
+    with pytest.raises(UsageError, match="Unknown optimizer: 'adamm'.*optimizer names"):
         optimizers.get("adamm", [])
     with pytest.raises(InvalidTypeError):
         optimizers.get(42, [])

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from distrib.cluster.plan import ProcessPlan
+from distrib.cluster.random_state import launch_environment
 from distrib.errors import ConfigError, explain
 
 __all__ = [
@@ -158,14 +159,30 @@ class LocalReplicaLauncher:
 
     @staticmethod
     def command() -> list[str]:
-        """The command that started this process, to run again for the other replicas."""
+        """The command that started this process, to run again for the other replicas.
+
+        Raises:
+            ConfigError: the program cannot be started again: it was read from
+                standard input, typed interactively, or runs in a notebook.
+        """
         argv = list(getattr(sys, "orig_argv", []) or [sys.executable, *sys.argv])
         argv[0] = sys.executable
-        if len(argv) >= 2 and argv[1:] == sys.argv and sys.argv and sys.argv[0] == "-c":
+        program = sys.argv[0] if sys.argv else ""
+        main = sys.modules.get("__main__")
+        from_command_line = program == "-c" and "-c" in argv[1:]
+        from_file = bool(program) and program != "-" and os.path.exists(program) \
+            and getattr(main, "__file__", None) is not None
+        if not (from_command_line or from_file):
+            where = ("standard input" if program == "-" else
+                     "an interactive session or a notebook" if program in ("", "-c")
+                     or getattr(main, "__file__", None) is None else repr(program))
             raise ConfigError(explain(
-                "command", " ".join(argv), "a program passed with `python -c` cannot be "
-                "started again for the other local replicas",
-                "save it to a file and run `python file.py`, or use `distrib run`"))
+                "program", where, "MirroredStrategy with several devices runs one process "
+                "per device and starts the other replica processes by running this program "
+                "again, which a program read from standard input, typed interactively or "
+                "run in a notebook cannot be",
+                "save the program to a file and run `python file.py`, or start one process "
+                "per device with `distrib run --nproc-per-node N file.py`"))
         return argv
 
     def start(self) -> None:
@@ -178,6 +195,7 @@ class LocalReplicaLauncher:
             env[_ADDR] = self.master_addr
             if self.master_port is not None:
                 env[_PORT] = str(self.master_port)
+            env.update(launch_environment())
             child = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)
             self.children.append(child)
         atexit.register(self.stop)

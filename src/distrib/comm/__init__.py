@@ -9,17 +9,15 @@ Example:
 
 from distrib.comm.collectives import (
     all_gather,
-    all_gather_object,
     all_reduce,
     all_reduce_nest,
     barrier,
-    broadcast_object,
+    check_same_signature,
 )
 from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationImplementation, CommunicationOptions, ReduceOp
 
 __all__ = [
     "Communicator", "ReduceOp", "CommunicationImplementation", "CommunicationOptions",
-    "all_reduce", "all_reduce_nest", "all_gather", "all_gather_object", "broadcast_object",
-    "barrier",
+    "all_reduce", "all_reduce_nest", "all_gather", "barrier", "check_same_signature",
 ]

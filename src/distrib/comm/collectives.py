@@ -8,6 +8,12 @@ of an all-reduce is the same all-reduce of the upstream gradients, and the
 gradient of an all-gather is the SUM all-reduce of the upstream gradient,
 sliced back to this replica's rows (TF's rule).
 
+Only tensors travel: nothing received from a peer is ever unpickled.  The
+user-facing reductions and gathers first run :func:`check_same_signature` (one
+small collective of one integer per replica), so values whose structure, shapes
+or dtypes differ between replicas raise an error naming the replicas and the
+difference instead of reaching the engine.
+
 Example (two replicas; replica ``i`` passes ``torch.tensor([i + 1.0])``)::
 
     all_reduce(comm, ReduceOp.SUM, x)           # both get tensor([3.])
@@ -16,17 +22,21 @@ Example (two replicas; replica ``i`` passes ``torch.tensor([i + 1.0])``)::
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from distrib.comm.group import Communicator
 from distrib.comm.ops import ReduceOp
+from distrib.errors import UsageError, explain
 from distrib.nest import tree_flatten, tree_unflatten
 
-__all__ = ["all_reduce", "all_reduce_nest", "all_gather", "all_gather_object",
-           "broadcast_object", "barrier"]
+__all__ = ["all_reduce", "all_reduce_nest", "all_gather", "barrier", "check_same_signature",
+           "signature_of", "reduce_to_chief", "broadcast_"]
 
 
 def _raw_all_reduce(comm: Communicator, t: torch.Tensor, what: str = "all_reduce") -> torch.Tensor:
@@ -133,24 +143,32 @@ def all_gather(comm: Communicator, t: torch.Tensor, axis: int) -> torch.Tensor:
     return _raw_all_gather(comm, t, axis)[0]
 
 
-def all_gather_object(comm: Communicator, obj: Any) -> list[Any]:
-    """One picklable object from every replica, in replica order."""
+def reduce_to_chief(comm: Communicator, t: torch.Tensor) -> torch.Tensor:
+    """SUM of ``t`` over all replicas, on replica 0 (in place; other replicas' ``t`` is undefined).
+
+    Example (two replicas passing ``torch.tensor([1.])`` and ``torch.tensor([2.])``)::
+
+        reduce_to_chief(comm, t)      # replica 0: tensor([3.])
+    """
     if comm.world_size == 1:
-        return [obj]
-    out: list[Any] = [None] * comm.world_size
-    with comm.guard("all_gather_object"):
-        dist.all_gather_object(out, obj, group=comm.group)
-    return out
+        return t
+    with comm.guard("reduce to the chief"):
+        dist.reduce(t, dst=0, op=dist.ReduceOp.SUM, group=comm.group)
+    return t
 
 
-def broadcast_object(comm: Communicator, obj: Any, src: int = 0) -> Any:
-    """The object of replica ``src``, on every replica."""
+def broadcast_(comm: Communicator, t: torch.Tensor, src: int = 0) -> torch.Tensor:
+    """Overwrite ``t`` on every replica with replica ``src``'s (in place).
+
+    Example (two replicas)::
+
+        broadcast_(comm, t)           # every replica: replica 0's t
+    """
     if comm.world_size == 1:
-        return obj
-    box = [obj]
+        return t
     with comm.guard("broadcast"):
-        dist.broadcast_object_list(box, src=src, group=comm.group)
-    return box[0]
+        dist.broadcast(t, src=src, group=comm.group)
+    return t
 
 
 def barrier(comm: Communicator, what: str = "barrier") -> None:
@@ -158,3 +176,145 @@ def barrier(comm: Communicator, what: str = "barrier") -> None:
     if comm.world_size == 1:
         return
     _raw_all_reduce(comm, torch.zeros(1), what)
+
+
+# ------------------------------------------------------------ signature check
+_NUMBERS = (bool, int, float, complex, np.ndarray, np.generic)
+_SEP = "\x1f"
+
+
+class _Text(str):
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _describe_leaf(x: Any, free_axes: Sequence[int]) -> str:
+    if isinstance(x, torch.Tensor):
+        t = x
+    elif isinstance(x, _NUMBERS):
+        try:
+            t = torch.as_tensor(x)
+        except (TypeError, ValueError, RuntimeError):  # strings, objects
+            return f"<{type(x).__name__} of {getattr(x, 'dtype', '?')}>"
+    else:
+        return "None" if x is None else f"<{type(x).__name__}>"
+    free = {a % t.dim() for a in free_axes if -t.dim() <= a < t.dim()} if t.dim() else set()
+    dims = ",".join("*" if i in free else str(n) for i, n in enumerate(t.shape))
+    return f"{str(t.dtype).removeprefix('torch.')}[{dims}]"
+
+
+def signature_of(value: Any, free_axes: Sequence[int] = ()) -> tuple[str, str]:
+    """``(canonical, shown)``: a nest's structure, leaf dtypes and shapes as text.
+
+    Dimensions listed in ``free_axes`` may differ between replicas (shown as ``*``).
+
+    Example:
+        >>> signature_of({"b": torch.zeros(2, 3), "a": 1.0}, free_axes=(0,))[1]
+        "{'b': float32[*,3], 'a': float32[]}"
+    """
+    leaves, spec = tree_flatten(value)
+    descs = [_describe_leaf(x, free_axes) for x in leaves]
+    shown = str(spec.unflatten([_Text(d) for d in descs]))
+    return f"{spec!r}{_SEP}{_SEP.join(descs)}", shown
+
+
+def _hash64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little",
+                          signed=True)
+
+
+def _gather_texts(comm: Communicator, text: str) -> list[str]:
+    data = torch.tensor(list(text.encode()), dtype=torch.uint8)
+    joined, sizes = _raw_all_gather(comm, data, 0)
+    parts, pos = [], 0
+    for n in sizes:
+        parts.append(bytes(joined[pos:pos + n].tolist()).decode(errors="replace"))
+        pos += n
+    return parts
+
+
+def _difference(a: str, b: str) -> str:
+    spec_a, *leaves_a = a.split(_SEP)
+    spec_b, *leaves_b = b.split(_SEP)
+    if spec_a != spec_b:
+        return "the structures differ"
+    for i, (x, y) in enumerate(zip(leaves_a, leaves_b)):
+        if x != y:
+            what = "dtype" if x.split("[")[0] != y.split("[")[0] else "shape"
+            return f"the {what} of leaf {i} differs ({x} vs {y})"
+    return "the values differ"
+
+
+def _mismatch(what: str, canon: list[str], shown: list[str]) -> UsageError:
+    groups: dict[str, list[int]] = {}
+    for r, c in enumerate(canon):
+        groups.setdefault(c, []).append(r)
+    first, second = list(groups)[:2]
+    parts = [f"replica{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}: "
+             f"{shown[rs[0]]}" for rs in groups.values()]
+    return UsageError(explain(
+        f"{what} value", "; ".join(parts),
+        "every replica must pass values of the same structure, shapes and dtypes, but "
+        f"{_difference(first, second)} between replica {groups[first][0]} and replica "
+        f"{groups[second][0]}",
+        "return the same structure, with the same dtypes and shapes, from the replica "
+        "function on every replica (pad values whose size varies, or gather them along "
+        "the axis that varies)"))
+
+
+def _leaf_text(x: Any) -> str:
+    text = repr(x)
+    return f"{type(x).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _check_leaves(what: str, value: Any, shown: str) -> None:
+    leaves, _ = tree_flatten(value)
+    for i, x in enumerate(leaves):
+        if not isinstance(x, (torch.Tensor, *_NUMBERS)) or _describe_leaf(x, ()).startswith("<"):
+            whole = x is None and len(leaves) == 1
+            raise UsageError(explain(
+                f"{what} value", None if whole else shown,
+                "the replica function returned None" if whole else
+                f"leaf {i} is {'None' if x is None else _leaf_text(x)}, and only tensors "
+                "and numbers can be reduced or gathered",
+                "return the tensor (or a structure of tensors) from the function given to "
+                "strategy.run, e.g. `return loss`"))
+
+
+def _check_axes(value: Any, axes: Sequence[int]) -> None:
+    for t in tree_flatten(value)[0]:
+        rank = torch.as_tensor(t).dim() if not isinstance(t, torch.Tensor) else t.dim()
+        bad = [a for a in axes if not -rank <= a < max(rank, 1)]
+        if bad:  # TensorFlow's words
+            raise UsageError(f"`axis` = {bad[0]!r} out of range for `value` with rank {rank}. "
+                             f"Fix: pass an axis in [-{rank}, {rank}).")
+
+
+def check_same_signature(comm: Communicator | None, what: str, value: Any,
+                         free_axes: Sequence[int] = ()) -> None:
+    """Raise unless every replica passes a nest of the same structure, dtypes and shapes.
+
+    Runs one small collective (one integer per replica) and, only when the values
+    differ, a second one that carries each replica's description for the message.
+    Every replica raises the same error.  Leaves must be tensors or numbers.
+
+    Example (two replicas: replica 0 passes ``{"a": x}``, replica 1 ``{"b": x}``)::
+
+        check_same_signature(comm, "strategy.reduce", value)
+        # UsageError on both: ... replica 0: {'a': float32[2]}; replica 1: {'b': float32[2]}
+    """
+    for axis in free_axes:
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise UsageError(explain("axis", axis, "must be an int (or, for reduce, a tuple "
+                                     "of ints or None)", "pass e.g. axis=0"))
+    canonical, shown = signature_of(value, free_axes)
+    if comm is not None and comm.world_size > 1:
+        mine = torch.tensor([_hash64(canonical)], dtype=torch.int64)
+        hashes = [torch.zeros(1, dtype=torch.int64) for _ in range(comm.world_size)]
+        with comm.guard(f"{what} (signature check)"):
+            dist.all_gather(hashes, mine, group=comm.group)
+        if len({int(h.item()) for h in hashes}) > 1:
+            texts = [t.split("\x00", 1) for t in _gather_texts(comm, f"{canonical}\x00{shown}")]
+            raise _mismatch(what, [c for c, _ in texts], [s for _, s in texts])
+    _check_leaves(what, value, shown)
+    _check_axes(value, free_axes)

@@ -32,11 +32,36 @@ import torch.distributed as dist
 from distrib.cluster.local_launch import configure_engine_environment
 from distrib.cluster.plan import ProcessPlan
 from distrib.comm.ops import CommunicationImplementation, CommunicationOptions
-from distrib.errors import CollectiveTimeoutError, ConfigError, PeerLostError, explain
+from distrib.comm.rendezvous import connect_store, host_store
+from distrib.errors import CollectiveTimeoutError, PeerLostError, UsageError, explain
 
-__all__ = ["Communicator"]
+__all__ = ["Communicator", "ensure_no_group"]
 
 _HEARTBEAT_SECONDS = 1.0
+_HEARTBEAT_STORE_TIMEOUT = 10.0
+
+
+def _has_key(store: dist.Store, key: str) -> bool:
+    try:
+        return bool(store.check([key]))
+    except (dist.DistError, RuntimeError):
+        return False
+
+
+def ensure_no_group(what: str, value: object) -> None:
+    """Raise when this process already belongs to a replica group (one per process).
+
+    Example::
+
+        ensure_no_group("MirroredStrategy(devices=...)", ["cpu:0", "cpu:1"])  # the first: passes
+    """
+    if dist.is_available() and dist.is_initialized():
+        raise UsageError(explain(
+            what, value, f"this process is already rank {dist.get_rank()} of "
+            f"{dist.get_world_size()} in the replica group of a strategy created earlier "
+            "(the default process group exists), and a process belongs to one replica group",
+            "create the multi-replica strategy once and reuse that object (pass it around, "
+            "or get it back with distrib.get_strategy() inside its scope)"))
 
 
 class Communicator:
@@ -90,48 +115,55 @@ class Communicator:
     def _make_store(self) -> dist.Store:
         if self.store is not None:
             return self.store
-        hosting = self.plan.rank == 0 and not self.plan.store_is_external
-        try:
-            return dist.TCPStore(
-                self.plan.master_addr, self.plan.master_port,
-                world_size=self.plan.world_size, is_master=hosting,
-                timeout=datetime.timedelta(seconds=self.timeout),
-                wait_for_workers=False)
-        except (RuntimeError, OSError) as exc:  # DistNetworkError, DistStoreError
-            who = self.plan.describe_rank(0)
-            if hosting:
-                raise ConfigError(explain(
-                    "rendezvous address", f"{self.plan.master_addr}:{self.plan.master_port}",
-                    f"this process ({who}) must listen there but could not ({exc})",
-                    "make sure the port is free and the address belongs to this machine")
-                ) from exc
-            raise PeerLostError(
-                f"Could not reach the chief {who} at {self.plan.master_addr}:"
-                f"{self.plan.master_port} within {self.timeout:.0f} s ({exc}). "
-                "Fix: start every task of the cluster (the chief first or at the same time), "
-                "check the address in the cluster configuration, or raise "
-                "CommunicationOptions(timeout_seconds=...).",
-                lost=[self.plan.task_names[0] if self.plan.task_names else "rank 0"]) from exc
+        addr, port = self.plan.master_addr, self.plan.master_port
+        if self.plan.rank == 0 and not self.plan.store_is_external:
+            return host_store(addr, port, self.plan.world_size, self.timeout)
+        chief = self.plan.task_names[0] if self.plan.task_names else "rank 0"
+        what = ("the rendezvous store of the launcher" if self.plan.store_is_external
+                else f"the rendezvous store hosted by {self.plan.describe_rank(0)}")
+        return connect_store(addr, port, self.timeout, what, lost=[chief])
 
     def start(self) -> None:
         """Join the group: rendezvous, create the process group, start the heartbeat."""
         if self.world_size == 1:
             return
+        ensure_no_group("a second replica group", self.plan.task_names)
         configure_engine_environment(self.plan)
         self.store = self._make_store()
-        try:
-            store = dist.PrefixStore(self.plan.store_prefix, self.store) \
-                if self.plan.store_prefix else self.store
+        if not self.plan.store_is_external:
+            self._wait_for_everyone()
+        store = dist.PrefixStore(self.plan.store_prefix, self.store) \
+            if self.plan.store_prefix else self.store
+        with self.guard("joining the group"):  # engine errors become a distrib diagnosis
             dist.init_process_group(
                 backend=self.backend(), store=store, rank=self.rank,
                 world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=self.timeout))
-        except dist.DistError as exc:
-            raise self._diagnose("joining the group", exc) from exc
         self.group = dist.group.WORLD
         self._start_heartbeat()
         # Leave the group before the interpreter tears down torch's threads.
         atexit.register(self.shutdown)
+
+    def _wait_for_everyone(self) -> None:
+        """Wait (within the timeout) until every rank reached the store; name the missing ones."""
+        assert self.store is not None
+        keys = [f"distrib/joined/{r}" for r in range(self.world_size)]
+        self.store.set(keys[self.rank], "1")
+        try:
+            self.store.wait(keys, datetime.timedelta(seconds=self.timeout))
+            return
+        except (dist.DistError, RuntimeError):
+            pass
+        missing = [r for r, k in enumerate(keys) if not _has_key(self.store, k)]
+        names = [self.plan.task_names[r] if r < len(self.plan.task_names) else f"rank {r}"
+                 for r in missing]
+        raise PeerLostError(
+            f"{', '.join(self.plan.describe_rank(r) for r in missing) or 'some task'} did not "
+            f"join the group within {self.timeout:g} s (waiting on "
+            f"{self.plan.describe_rank(self.rank)} for every task of the cluster to reach the "
+            f"rendezvous store at {self.plan.master_addr}:{self.plan.master_port}). Fix: start "
+            "every task of the cluster, check that each has the same cluster configuration, "
+            "or raise CommunicationOptions(timeout_seconds=...).", lost=names)
 
     def _start_heartbeat(self) -> None:
         prefix = "distrib/hb/"
@@ -139,9 +171,8 @@ class Communicator:
         # A separate client connection so heartbeats never wait behind other store traffic.
         hb_store: dist.Store
         if isinstance(self.store, dist.TCPStore):
-            hb_store = dist.TCPStore(self.store.host, self.store.port, is_master=False,
-                                     timeout=datetime.timedelta(seconds=10),
-                                     wait_for_workers=False)
+            hb_store = connect_store(self.store.host, self.store.port,
+                                     _HEARTBEAT_STORE_TIMEOUT, "the rendezvous store")
         else:
             hb_store = self.store
 
@@ -176,7 +207,9 @@ class Communicator:
         """Stop the heartbeat and leave the group (idempotent)."""
         self._hb_stop.set()
         if self._hb_thread is not None:
-            self._hb_thread.join(timeout=2 * _HEARTBEAT_SECONDS)
+            # Wait out a store call in flight (bounded by its own timeout): a thread still
+            # inside torch when the interpreter finalizes aborts the process.
+            self._hb_thread.join(timeout=_HEARTBEAT_STORE_TIMEOUT + 2 * _HEARTBEAT_SECONDS)
             self._hb_thread = None
         if self.group is not None and dist.is_initialized():
             with contextlib.suppress(Exception):
@@ -190,9 +223,7 @@ class Communicator:
         if self.store is None:
             return None
         try:
-            probe = (dist.TCPStore(self.store.host, self.store.port, is_master=False,
-                                   timeout=datetime.timedelta(seconds=5),
-                                   wait_for_workers=False)
+            probe = (connect_store(self.store.host, self.store.port, 5, "the rendezvous store")
                      if isinstance(self.store, dist.TCPStore) else self.store)
             keys = [f"distrib/hb/{r}" for r in range(self.world_size)]
 

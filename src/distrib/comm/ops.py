@@ -10,12 +10,21 @@ Example:
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from distrib.errors import InvalidTypeError, UsageError, explain
 
 __all__ = ["ReduceOp", "CommunicationImplementation", "CommunicationOptions"]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class ReduceOp(enum.Enum):
@@ -99,16 +108,17 @@ class CommunicationOptions:
     DEFAULT_TIMEOUT_SECONDS = 180.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.bytes_per_pack, int) or self.bytes_per_pack < 0:
+        if not _is_int(self.bytes_per_pack) or self.bytes_per_pack < 0:
             raise UsageError(explain("bytes_per_pack", self.bytes_per_pack,
-                                     "bytes_per_pack must be non-negative",
+                                     "bytes_per_pack must be non-negative (an integer count of bytes)",
                                      "pass 0 for the default bucket size or a byte count"))
         if self.timeout_seconds is not None:
-            if not isinstance(self.timeout_seconds, (int, float)) or self.timeout_seconds <= 0:
+            t = self.timeout_seconds
+            if not _is_number(t) or not math.isfinite(t) or t <= 0:
                 raise UsageError(explain(
                     "timeout_seconds", self.timeout_seconds,
-                    "must be a positive number of seconds (a collective without a timeout "
-                    "can hang forever when a peer is lost)",
+                    "must be a positive, finite number of seconds (a collective without a "
+                    "timeout can hang forever when a peer is lost)",
                     "pass None for the default (180 s) or a value such as 600"))
         impl = self.implementation
         if isinstance(impl, str):

@@ -9,8 +9,14 @@ moved and which torch versions are known to work (:data:`CHECKED_ON`):
 - The ``DistributedDataParallel`` instance that ``replicate`` keeps in its state, to
   register a communication hook (distrib all-reduces gradients with a SUM, not DDP's
   mean), and DDP's run-time check of the hook's annotations.
-- ``torch._amp_foreach_non_finite_check_and_unscale_``: the fused unscale-and-check of
-  ``torch.amp.GradScaler``, used by dynamic loss scaling.
+- The state ``torch.amp.GradScaler`` keeps on the device — its scale, its count of finite
+  steps and the found-inf flags of the current step — so that loss scaling reads and
+  adjusts them without a host synchronisation (:func:`grad_scaler_tensors`,
+  :func:`grad_scaler_found_inf`).
+
+It also records which parameters :func:`replicate` handed to a DDP reducer
+(:func:`gradients_all_reduced`): after ``backward`` their gradients are the same on every
+rank, so a check of their finiteness needs no extra collective.
 
 ``tests/comm/test_torch_adapter.py`` checks every entry on the running torch; ``make test``
 runs it on the floor (``requirements-floor.txt``), the pinned and the newest torch.
@@ -25,7 +31,8 @@ Example:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -35,13 +42,16 @@ from torch import nn
 from distrib.errors import DistribError, explain
 
 __all__ = ["CHECKED_ON", "TorchAPIError", "check", "replicate", "register_comm_hook",
-           "unscale_and_check_finite_"]
+           "gradients_all_reduced", "grad_scaler_tensors", "grad_scaler_found_inf"]
 
 #: torch releases on which every entry of this module was checked (by its test).
 CHECKED_ON: tuple[str, ...] = ("2.9.0", "2.13.0", "2.14.1")
 
 _REPLICATE = ("torch.distributed._composable.replicate", "replicate")
-_UNSCALE = ("torch", "_amp_foreach_non_finite_check_and_unscale_")
+_SCALER_FIELDS = ("_scale", "_growth_tracker", "_per_optimizer_states")
+
+# id(parameter) -> weak reference, for every trainable parameter replicate() gave to DDP.
+_ALL_REDUCED: dict[int, weakref.ref[torch.Tensor]] = {}
 
 CommHook = Callable[[Any, dist.GradBucket], "torch.futures.Future[torch.Tensor]"]
 
@@ -80,7 +90,20 @@ def check() -> None:
         raise _moved(".".join(_REPLICATE) + ".state(module).lazy_init", "missing")
     if not callable(getattr(nn.parallel.DistributedDataParallel, "register_comm_hook", None)):
         raise _moved("DistributedDataParallel.register_comm_hook", "missing")
-    _private(_UNSCALE)
+    _check_grad_scaler()
+
+
+def _check_grad_scaler() -> None:
+    w = nn.Parameter(torch.ones(1))
+    opt = torch.optim.SGD([w], lr=0.0)
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(w.sum()).backward()  # type: ignore[no-untyped-call]
+    scaler.unscale_(opt)
+    if grad_scaler_tensors(scaler) is None:
+        raise _moved("torch.amp.GradScaler._scale", "not set by scale()")
+    if len(grad_scaler_found_inf(scaler, opt)) != 1:
+        raise _moved("torch.amp.GradScaler._per_optimizer_states", "holds no found-inf flag "
+                     "after unscale_")
 
 
 def replicate(module: nn.Module, group: Any, *, device_id: torch.device | None = None,
@@ -103,6 +126,7 @@ def replicate(module: nn.Module, group: Any, *, device_id: torch.device | None =
         kwargs["device_id"] = device_id
     if bucket_cap_mb:
         kwargs["bucket_cap_mb"] = bucket_cap_mb
+    trainable = [p for p in module.parameters() if p.requires_grad]
     replicate_fn(module, **kwargs)
     state = replicate_fn.state(module)
     try:
@@ -113,7 +137,33 @@ def replicate(module: nn.Module, group: Any, *, device_id: torch.device | None =
     if not isinstance(ddp, nn.parallel.DistributedDataParallel):
         raise _moved(".".join(_REPLICATE) + ".state(module)._ddp",
                      f"is a {type(ddp).__name__}, not a DistributedDataParallel")
+    for p in trainable:
+        _ALL_REDUCED[id(p)] = weakref.ref(p, _forgetter(id(p)))
     return ddp
+
+
+def _forgetter(key: int) -> Callable[[weakref.ref[torch.Tensor]], None]:
+    def forget(_: weakref.ref[torch.Tensor]) -> None:
+        _ALL_REDUCED.pop(key, None)
+    return forget
+
+
+def gradients_all_reduced(params: Iterable[torch.Tensor]) -> bool:
+    """Whether :func:`replicate` gave every one of ``params`` to a DDP reducer.
+
+    Those parameters' gradients are all-reduced during ``backward``, so after it every
+    rank holds the same values (and the same infs and NaNs). Parameters that did not
+    require gradients when their module was replicated are not covered.
+
+    Example:
+        >>> gradients_all_reduced([torch.nn.Parameter(torch.ones(1))])
+        False
+    """
+    for p in params:
+        ref = _ALL_REDUCED.get(id(p))
+        if ref is None or ref() is not p:
+            return False
+    return True
 
 
 def register_comm_hook(ddp: nn.parallel.DistributedDataParallel, state: Any,
@@ -141,17 +191,52 @@ def register_comm_hook(ddp: nn.parallel.DistributedDataParallel, state: Any,
     ddp.register_comm_hook(state, comm_hook)
 
 
-def unscale_and_check_finite_(grads: Sequence[torch.Tensor], found_inf: torch.Tensor,
-                              inv_scale: torch.Tensor) -> None:
-    """Multiply ``grads`` (one device and dtype) by ``inv_scale`` in place; set ``found_inf``
-    to 1 if any of them holds an inf or NaN (``found_inf`` and ``inv_scale``: one-element
-    float32 tensors on that device).
+def grad_scaler_tensors(scaler: torch.amp.GradScaler
+                        ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The scale and the count of consecutive finite steps that ``scaler`` keeps on its
+    device (float32 and int32 0-d tensors, updated in place by ``scaler.update()``), or
+    None before its first ``scale()`` call created them.
 
     Example:
-        >>> g = [torch.tensor([2.0, 4.0])]
-        >>> flag = torch.zeros(1)
-        >>> unscale_and_check_finite_(g, flag, torch.tensor([0.5]))
-        >>> g[0].tolist(), flag.item()
-        ([1.0, 2.0], 0.0)
+        >>> scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
+        >>> grad_scaler_tensors(scaler) is None
+        True
+        >>> _ = scaler.scale(torch.ones(()))
+        >>> [t.item() for t in grad_scaler_tensors(scaler)]
+        [8.0, 0]
     """
-    _private(_UNSCALE)(list(grads), found_inf, inv_scale)
+    fields = _scaler_fields(scaler)
+    scale, tracker = fields["_scale"], fields["_growth_tracker"]
+    if scale is None or tracker is None:
+        return None
+    return scale, tracker
+
+
+def grad_scaler_found_inf(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer
+                          ) -> list[torch.Tensor]:
+    """The found-inf flags (one float32 tensor per device, 1.0 if a gradient there was not
+    finite) that ``scaler.unscale_(optimizer)`` or ``scaler.step(optimizer)`` recorded in the
+    current step, before ``scaler.update()``: in-place changes reach ``step`` and
+    ``update``. Empty when nothing was recorded yet.
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.ones(1)); opt = torch.optim.SGD([w], lr=0.1)
+        >>> scaler = torch.amp.GradScaler("cpu")
+        >>> scaler.scale(w.sum() * float("inf")).backward()
+        >>> scaler.unscale_(opt)
+        >>> [t.item() for t in grad_scaler_found_inf(scaler, opt)]
+        [1.0]
+    """
+    states = _scaler_fields(scaler)["_per_optimizer_states"]
+    try:
+        state = states[id(optimizer)] if id(optimizer) in states else {}
+        return list(state.get("found_inf_per_device", {}).values())
+    except (AttributeError, TypeError) as e:
+        raise _moved("torch.amp.GradScaler._per_optimizer_states", f"changed ({e})") from e
+
+
+def _scaler_fields(scaler: torch.amp.GradScaler) -> dict[str, Any]:
+    try:
+        return {name: getattr(scaler, name) for name in _SCALER_FIELDS}
+    except AttributeError as e:
+        raise _moved("torch.amp.GradScaler", f"changed ({e})") from e

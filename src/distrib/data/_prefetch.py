@@ -5,7 +5,11 @@ to the consumer through a queue of at most ``size`` items.  An exception in the
 producer is raised in the consumer at the position it happened.  Closing the
 iterator (explicitly, at the end, or when it is garbage collected) stops the
 thread: the producer checks a stop flag between items and never blocks for
-long on a full queue.
+long on a full queue.  Producers still running when the interpreter exits are
+stopped and joined by an ``atexit`` hook: a daemon thread that is inside a torch
+operation when Python finalizes is ended by ``pthread_exit`` while torch holds a
+``noexcept`` frame, which aborts the process ("terminate called without an
+active exception", exit status 134) after the program has finished.
 
 ``size=AUTOTUNE`` (-1) sizes the queue from the first item: as many items as
 fit in about 64 MiB, between 2 and 16 (fewer hand-offs between threads for
@@ -19,8 +23,10 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,6 +40,7 @@ __all__ = ["PrefetchIterator", "AUTOTUNE_BYTES"]
 _END = object()
 AUTOTUNE_BYTES = 64 << 20
 _AUTOTUNE = -1
+_JOIN_AT_EXIT_SECONDS = 30.0
 
 
 def _nbytes(item: Any) -> int:
@@ -104,6 +111,7 @@ class PrefetchIterator(Iterator[Any]):
                                         args=(make, self._queue, self._stop, tune),
                                         name=name, daemon=True)
         self._thread.start()
+        _live.add(self)
 
     def __iter__(self) -> PrefetchIterator:
         return self
@@ -132,7 +140,7 @@ class PrefetchIterator(Iterator[Any]):
             raise item.exc
         return item
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
         """Stop the producer thread and drop what it prefetched."""
         self._done = True
         self._stop.set()
@@ -142,10 +150,23 @@ class PrefetchIterator(Iterator[Any]):
             except queue.Empty:
                 break
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5.0)
+            self._thread.join(timeout=timeout)
 
     def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
+
+
+_live: weakref.WeakSet[PrefetchIterator] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_producers_at_exit() -> None:
+    """Stop every live producer before the interpreter finalizes (see the module docstring)."""
+    running = list(_live)
+    for it in running:
+        it._stop.set()
+    for it in running:
+        it.close(timeout=_JOIN_AT_EXIT_SECONDS)

@@ -15,12 +15,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
+from distrib.comm.collectives import check_same_signature
 from distrib.comm.ops import ReduceOp
 from distrib.nest import map_structure
 
@@ -38,6 +39,10 @@ def _reduce_alone(op: ReduceOp, value: Any) -> Any:
 
 def _gather_alone(t: torch.Tensor, axis: int) -> torch.Tensor:
     return t
+
+
+def _check_alone(what: str, value: Any, free_axes: Sequence[int]) -> None:
+    check_same_signature(None, what, value, free_axes)
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,6 @@ class ReplicaGroupInfo:
             over all replicas; differentiable for leaves that require grad.
         all_gather: ``all_gather(tensor, axis)``: every replica's tensor concatenated
             along ``axis`` in replica order (sizes along ``axis`` may differ).
-        all_gather_object: gathers one picklable object from every replica,
-            in replica order (``[obj]`` when R == 1).
         devices_per_replica: the devices one replica program drives as a single SPMD
             program (``TPUStrategy``: every XLA device of its host); 1 for the
             one-process-per-device strategies.  The replica's batch is the whole
@@ -75,6 +78,11 @@ class ReplicaGroupInfo:
             its own, so that a save in a background thread never interleaves with
             the training collectives.  Created by the first call, which every
             replica must make at the same point; None in a group of one.
+        check_signature: ``check_signature(what, nest, free_axes)`` raises the same
+            error on every replica unless all pass a nest of the same structure,
+            dtypes and shapes (dimensions in ``free_axes`` may differ) made of
+            tensors and numbers; call it before a collective on user values.
+            Nothing travels between replicas but tensors (no pickled objects).
 
     Every replica must call a collective the same number of times, in the same order.
     """
@@ -90,10 +98,10 @@ class ReplicaGroupInfo:
     all_reduce_sum: Callable[[torch.Tensor], torch.Tensor] = _identity
     all_reduce: Callable[[ReduceOp, Any], Any] = _reduce_alone
     all_gather: Callable[[torch.Tensor, int], torch.Tensor] = _gather_alone
-    all_gather_object: Callable[[object], list[object]] = lambda obj: [obj]
     devices_per_replica: int = 1
     place_batch: Callable[[Any], Any] | None = None
     checkpoint_group: Callable[[], Any] = lambda: None
+    check_signature: Callable[[str, Any, Sequence[int]], None] = _check_alone
 
     @classmethod
     def single(cls, device: torch.device | str = "cpu", wrap_per_replica: bool = False

@@ -124,7 +124,10 @@ class ReplicaContext:
         ``all_reduce("sum", torch.tensor([1., 2.]))`` → ``tensor([2., 4.])``.
         """
         op = ReduceOp.from_value(reduce_op)
-        return self._strategy.extended.replica_group.all_reduce(op, unwrap(value))
+        group = self._strategy.extended.replica_group
+        local = unwrap(value)
+        group.check_signature("ReplicaContext.all_reduce", local, ())
+        return group.all_reduce(op, local)
 
     def all_gather(self, value: Any, axis: int,
                    options: CommunicationOptions | None = None) -> Any:
@@ -134,7 +137,9 @@ class ReplicaContext:
         ``all_gather(torch.tensor([1, 2, 3]), 0)`` → ``tensor([1, 2, 3, 1, 2, 3])``.
         """
         group = self._strategy.extended.replica_group
-        return map_structure(lambda x: group.all_gather(_rank_one(x), axis), unwrap(value))
+        local = unwrap(value)
+        group.check_signature("ReplicaContext.all_gather", local, (axis,))
+        return map_structure(lambda x: group.all_gather(_rank_one(x), axis), local)
 
     def __repr__(self) -> str:
         return (f"ReplicaContext(replica {self._replica_id} of "

@@ -16,6 +16,8 @@ of the program (or of the first task that failed), 2 for invalid options.
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib.machinery
 import os
 import sys
 
@@ -124,17 +126,73 @@ def run_cluster(jobs: dict[str, int], command: list[str], grace_period: float,
     return run_with_restarts(attempt, max_restarts, note)
 
 
+def _options(parser: argparse.ArgumentParser) -> tuple[set[str], set[str]]:
+    """The option strings of ``parser`` that take a value, and those that do not."""
+    valued: set[str] = set()
+    flags: set[str] = set()
+    for action in parser._actions:
+        (valued if action.nargs != 0 else flags).update(action.option_strings)
+    return valued, flags
+
+
+def check_run_options(argv: list[str], run: argparse.ArgumentParser) -> None:
+    """Raise for an option of ``distrib run`` (before the program's name) that does not exist.
+
+    Raises:
+        ConfigError: naming the unknown option and the closest known one.
+
+    Example:
+        >>> check_run_options(["--cluster", "worker=2", "train.py", "--clustr"], _run_parser())
+    """
+    valued, flags = _options(run)
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("-") or token == "-":
+            return  # the program; what follows is its own
+        name = token.split("=", 1)[0]
+        if name in valued:
+            i += 1 if "=" in token else 2
+        elif name in flags:
+            i += 1
+        else:
+            close = difflib.get_close_matches(name, sorted(valued | flags), n=1, cutoff=0.6)
+            raise ConfigError(explain(
+                "option", token, "distrib run has no such option",
+                (f"did you mean {close[0]}? " if close else "") + "`distrib run --help` lists "
+                "the options; the program's own options go after the program's name"))
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    sub = argparse.ArgumentParser(prog="distrib").add_subparsers()
+    _add_run(sub)
+    return sub.choices["run"]
+
+
+def _check_program(args: argparse.Namespace) -> None:
+    if args.module:
+        top = args.script.split(".")[0]
+        if importlib.machinery.PathFinder.find_spec(top, [os.getcwd(), *sys.path]) is None \
+                and top not in sys.builtin_module_names:
+            raise ConfigError(explain("program", args.script, "python -m finds no module "
+                                      f"named {top!r} here", "check the module name, run "
+                                      "from the directory that holds it, or give a file "
+                                      "without -m"))
+    elif not os.path.isfile(args.script):
+        raise ConfigError(explain("program", args.script, "no such file",
+                                  "give the path of the program, or use -m for a module"))
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.cluster is not None:
         given = [f"--{name.replace('_', '-')}" for name in _TORCHRUN_ONLY
                  if getattr(args, name) not in (None, "1")]
         if given:
-            raise ConfigError(f"{', '.join(given)} only apply with --nproc-per-node "
-                              "(torchrun mode). Fix: remove them, or use --nproc-per-node.")
+            raise ConfigError(explain(
+                "option", " ".join(given), "applies only with --nproc-per-node (torchrun "
+                "mode), not with --cluster", "remove it, or use --nproc-per-node"))
         jobs = parse_cluster_arg(args.cluster)
-        if not args.module and not os.path.exists(args.script):
-            raise ConfigError(f"script = {args.script!r}: no such file. Fix: give the path of "
-                              "the program, or use -m for a module.")
+        _check_program(args)
         command = [sys.executable, *(["-m"] if args.module else []), args.script,
                    *args.script_args]
         return run_cluster(jobs, command, args.grace_period, _restarts(args.max_restarts))
@@ -142,6 +200,7 @@ def _run(args: argparse.Namespace) -> int:
                            module=args.module, nnodes=args.nnodes, node_rank=args.node_rank,
                            master_addr=args.master_addr, master_port=args.master_port,
                            max_restarts=args.max_restarts)
+    _check_program(args)
     exec_torchrun(cmd)
     return 0  # pragma: no cover - exec does not return
 
@@ -155,6 +214,13 @@ def main(argv: list[str] | None = None) -> int:
                                      '"task": {"type": "worker", "index": 0}}'])   # prints, 0
     """
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:
+        try:
+            check_run_options(argv[1:], _run_parser())
+        except ConfigError as exc:
+            sys.stderr.write(f"distrib run: {exc}\n")
+            return 2
     args = parser.parse_args(argv)
     if args.command == "plan":
         return plan_command(args.tf_config, args.local_replicas, sys.stdout, sys.stderr)

@@ -74,6 +74,10 @@ def torchrun_command(nproc_per_node: str, script: str, script_args: list[str], *
         raise ConfigError(explain("--max-restarts", max_restarts,
                                   "must be a non-negative integer", "e.g. --max-restarts 3"))
     cmd = [python or sys.executable, "-m", "torch.distributed.run"]
+    if nnodes == "1" and node_rank not in (None, "0"):
+        raise ConfigError(explain("--node-rank", node_rank, "must be 0 with --nnodes 1 (one "
+                                  "machine)", "drop --node-rank, or give --nnodes the number "
+                                  "of machines"))
     if nnodes == "1" and master_addr is None and master_port is None:
         cmd += ["--standalone", f"--nproc-per-node={nproc_per_node}"]
     else:
@@ -84,7 +88,7 @@ def torchrun_command(nproc_per_node: str, script: str, script_args: list[str], *
         if nnodes != "1" and node_rank is None:
             raise ConfigError(explain("--node-rank", None, f"is required with --nnodes "
                                       f"{nnodes}: each machine needs its own index",
-                                      "give 0 on the first machine, 1 on the next, ..."))
+                                      "give 0 on the first machine, 1 on the next, and so on"))
         cmd += [f"--nproc-per-node={nproc_per_node}", f"--nnodes={nnodes}"]
         if node_rank is not None:
             if not node_rank.isdigit() or (nodes is not None and int(node_rank) >= nodes):

@@ -19,13 +19,11 @@ threads per replica, and prefixes warnings of non-chief replicas with
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import sys
 import warnings
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from distrib.cluster import local_plan
 from distrib.cluster.local_launch import (
@@ -35,8 +33,9 @@ from distrib.cluster.local_launch import (
 )
 from distrib.cluster.plan import ProcessPlan
 from distrib.cluster.restarts import supervise_local_replicas, torchrun_restart
-from distrib.comm.group import Communicator
+from distrib.comm.group import Communicator, ensure_no_group
 from distrib.comm.ops import CommunicationOptions
+from distrib.comm.rendezvous import host_store
 from distrib.errors import ConfigError, UsageError, explain
 
 __all__ = ["establish", "parse_devices", "default_devices", "select_devices",
@@ -90,6 +89,9 @@ def parse_devices(devices: Any, what: str = "devices") -> list[str]:
     """Normalise a list of device names (``"/gpu:0"``, ``"GPU:1"``, ``"cpu:0"``, ``"cuda:0"``)."""
     if isinstance(devices, (str, torch.device)):
         devices = [devices]
+    if not isinstance(devices, (list, tuple)):
+        raise ConfigError(explain(what, devices, "must be a list of device names",
+                                  "pass e.g. ['cpu:0', 'cpu:1'] or ['gpu:0', 'gpu:1']"))
     out = []
     for d in devices:
         name = str(d).lower().strip()
@@ -135,9 +137,7 @@ def _prefix_warnings(plan: ProcessPlan) -> None:
 
 def _host_store(world_size: int, options: CommunicationOptions) -> Any:
     """Host a rendezvous store on a free loopback port (this process is replica 0)."""
-    return dist.TCPStore("127.0.0.1", 0, world_size=world_size, is_master=True,
-                         timeout=datetime.timedelta(seconds=options.effective_timeout()),
-                         wait_for_workers=False)
+    return host_store("127.0.0.1", 0, world_size, options.effective_timeout())
 
 
 def _note_restart(plan: ProcessPlan) -> None:
@@ -170,11 +170,13 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
         if n_local == 1:
             return None, _torch_device(devices[0])
         if local_env is not None:
+            ensure_no_group("devices of a second multi-replica strategy", devices)
             if local_env.master_port is None:
                 raise ConfigError(explain("DISTRIB_MASTER_PORT", None, "is required in a "
                                           "re-launched local replica", "let distrib set it"))
             plan = local_plan(n_local, local_rank, local_env.master_port)
         else:  # with DISTRIB_MAX_RESTARTS this process only supervises (never returns)
+            ensure_no_group("devices of a second multi-replica strategy", devices)
             supervise_local_replicas(LocalReplicaLauncher.command(), n_local)
             store = _host_store(n_local, options)
             plan = local_plan(n_local, 0, store.port)
@@ -183,6 +185,8 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
             _launchers.append(launcher)
     else:
         plan = resolver.process_plan(n_local, local_rank)
+        if plan.world_size > 1:
+            ensure_no_group("devices of a second multi-replica strategy", devices)
         if plan.world_size > 1 and plan.master_port == 0:
             # A group of this worker alone (an evaluator): its replica 0 hosts the store.
             if local_env is not None and local_env.master_port is not None:

@@ -29,6 +29,7 @@ from distrib.comm.ops import CommunicationOptions, ReduceOp
 from distrib.distribute import context
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.distribute.replica_context import ReplicaContext, ValueContext
+from distrib.distribute.sync_on_read import SyncOnReadGroup
 from distrib.distribute.values import (
     DistributedValues,
     Mirrored,
@@ -39,7 +40,13 @@ from distrib.distribute.values import (
 from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
 from distrib.input import distribute_dataset, distribute_datasets_from_function
 from distrib.nest import map_structure
-from distrib.strategies._replication import ModuleTracker, replicate_module
+from distrib.strategies._replication import (
+    ModuleTracker,
+    is_replicated,
+    replicate_module,
+    replicated_parameters,
+)
+from distrib.strategies._step_hooks import StepHooks
 
 __all__ = ["Strategy", "StrategyExtended"]
 
@@ -52,10 +59,17 @@ class StrategyExtended:
     how it works.  The hooks, and what the synchronous strategies do in them:
 
     ``_setup_module(module)``
-        a root module created in ``scope()`` when the scope closes: move it to the
-        replica's device and attach SUM all-reduce of its gradients (DDP's reducer).
+        a root module created in ``scope()`` when the scope closes (or when ``fit`` runs
+        inside it): move it to the replica's device and attach SUM all-reduce of its
+        gradients (DDP's reducer); for a module already set up, refresh the reducer if
+        its parameters or what trains changed.
     ``_setup_optimizer(optimizer)``
         an optimizer about to train replicated modules: nothing to do.
+    ``_manages_optimizer(optimizer)`` / ``_before_optimizer_step`` / ``_after_optimizer_step``
+        optimizer steps a strategy takes over, whoever calls ``optimizer.step()``
+        (``Model.fit`` or a custom loop): torch's global optimizer step hooks call
+        them for the strategies that asked with :meth:`intercept_optimizer_steps`.
+        The synchronous strategies do not ask (DDP reduced the gradients already).
     ``_module_state_dict(module)`` / ``_load_module_state_dict(module, state)``
         what a checkpoint saves and loads for a module: its full state dict.
     ``_distribute_dataset(dataset, options)`` / ``_distribute_datasets_from_function``
@@ -91,6 +105,7 @@ class StrategyExtended:
         self._scope_depth = 0
         self._tracker: ModuleTracker | None = None
         self._group = _group_of(comm, device, wrap)
+        self._sync_on_read = SyncOnReadGroup(self._group)
 
     # ----------------------------------------------------------- group facts
     @property
@@ -102,6 +117,16 @@ class StrategyExtended:
             1
         """
         return self._group
+
+    @property
+    def sync_on_read(self) -> SyncOnReadGroup:
+        """The values summed across replicas when ``strategy.run`` returns (metrics).
+
+        Example:
+            >>> len(distrib.get_strategy().extended.sync_on_read)
+            0
+        """
+        return self._sync_on_read
 
     @property
     def _num_replicas(self) -> int:
@@ -153,9 +178,7 @@ class StrategyExtended:
         if isinstance(value, Mirrored) and op is ReduceOp.MEAN:
             return value
         local = unwrap(value)
-        distributed = isinstance(value, DistributedValues)
-        if not distributed and op is ReduceOp.MEAN:
-            return Mirrored((torch.as_tensor(local),))
+        self._group.check_signature("reduce_to", local, ())
         return Mirrored((self._group.all_reduce(op, local),))
 
     def batch_reduce_to(self, reduce_op: ReduceOp | str, value_destination_pairs: list[Any],
@@ -230,7 +253,41 @@ class StrategyExtended:
         group = self._comm.group if self._comm is not None and \
             self._comm.world_size > 1 else None
         cap = self._options.bytes_per_pack / 2**20 if self._options.bytes_per_pack else None
-        replicate_module(module, self._device, group, cap, self._guard)
+        replicate_module(module, self._device, group, cap, self._guard,
+                         all_gather=self._group.all_gather if group is not None else None)
+
+    def setup_scope_modules(self) -> None:
+        """Set up now the modules created so far in the open ``scope()`` (as closing it will).
+
+        ``Model.fit``, ``evaluate`` and ``predict`` called inside the ``with
+        strategy.scope():`` block that created the model need its modules replicated
+        before the first step.  Every replica must call it.
+        """
+        if self._tracker is not None:
+            for root in self._tracker.roots():
+                self._setup_module(root)
+
+    def refresh_modules(self, root: nn.Module) -> None:
+        """Bring every module of ``root`` this strategy set up in line with what it holds and
+        trains now (layers added, ``requires_grad`` changed).  Every replica calls it."""
+        for module in list(root.modules()):
+            if is_replicated(module):
+                self._setup_module(module)
+
+    def unreplicated_parameters(self, root: nn.Module) -> list[str]:
+        """Names of ``root``'s trainable parameters whose gradients no replica group sums
+        (made outside ``scope()``); empty on a single replica.
+
+        Example:
+            >>> distrib.get_strategy().extended.unreplicated_parameters(torch.nn.Linear(1, 1))
+            []
+        """
+        if self._group.num_replicas_in_sync == 1:  # one replica program (TPU: one per host)
+            return []
+        covered: set[int] = set()
+        for module in root.modules():
+            covered.update(id(p) for p in replicated_parameters(module))
+        return [n for n, p in root.named_parameters() if p.requires_grad and id(p) not in covered]
 
     def setup_optimizer(self, optimizer: Any) -> Any:
         """Prepare ``optimizer`` (over this strategy's modules) to train; returns what to use."""
@@ -238,6 +295,39 @@ class StrategyExtended:
 
     def _setup_optimizer(self, optimizer: Any) -> Any:
         return optimizer
+
+    # -------------------------------------------------------- optimizer steps
+    def intercept_optimizer_steps(self) -> None:
+        """Have :meth:`before_optimizer_step` / :meth:`after_optimizer_step` called around
+        every ``optimizer.step()`` of an optimizer this strategy manages."""
+        StepHooks.add(self)
+
+    def manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether this strategy takes part in ``optimizer``'s steps."""
+        return self._manages_optimizer(optimizer)
+
+    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        return False
+
+    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called before ``optimizer.step()`` updates this strategy's parameters."""
+        self._before_optimizer_step(optimizer)
+
+    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called after ``optimizer.step()`` updated this strategy's parameters."""
+        self._after_optimizer_step(optimizer)
+
+    def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    @property
+    def should_use_with_coordinator(self) -> bool:
+        """Whether training runs through a ``ClusterCoordinator`` (ParameterServerStrategy):
+        ``Model.fit`` then schedules its steps on the workers instead of running them here."""
+        return False
 
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
         """What a checkpoint saves for ``module`` (every replica calls; all hold it)."""
@@ -283,7 +373,8 @@ def _group_of(comm: Communicator | None, device: torch.device, wrap: bool
         all_reduce_sum=lambda t: collectives.all_reduce(comm, ReduceOp.SUM, t),
         all_reduce=lambda op, value: collectives.all_reduce_nest(comm, op, value),
         all_gather=lambda t, axis: collectives.all_gather(comm, t, axis),
-        all_gather_object=lambda obj: collectives.all_gather_object(comm, obj),
+        check_signature=lambda what, value, free: collectives.check_same_signature(
+            comm, what, value, free),
         checkpoint_group=comm.io_group)
 
 
@@ -350,6 +441,7 @@ class Strategy:
                                      f"positional args must be a list or tuple, got {type(args)}",
                                      "pass args=(x,) — note the comma for a single argument"))
         result = self._extended.call_for_each_replica(fn, tuple(args), kwargs)
+        self._extended.sync_on_read.synchronize()  # metrics updated in fn: global sums
         return wrap_nest(result) if self._extended._wrap else result
 
     # -------------------------------------------------------------- reduce
@@ -376,6 +468,14 @@ class Strategy:
         ``reduce("sum", v, axis=None)`` → ``tensor([2., 4.])``;
         ``reduce("mean", v, axis=0)`` → ``tensor(1.5)``.
 
+        A value that is not a ``PerReplica`` (a plain tensor or number) is this
+        replica's value like any other: ``"sum"`` and ``"mean"`` both combine it over
+        all replicas, so every replica gets the same result (the value itself when
+        the replicas hold equal values and the op is MEAN).  TensorFlow, one
+        process, returns a plain value as-is for MEAN and refuses SUM.  Values whose
+        structure, shapes or dtypes differ between replicas raise ``UsageError`` on
+        every replica, naming them.
+
         The result is detached from autograd (it is read in cross-replica context);
         inside the replica function, ``get_replica_context().all_reduce`` is differentiable.
         """
@@ -385,6 +485,8 @@ class Strategy:
                 "Fix: pass distrib.ReduceOp.SUM / MEAN or 'sum' / 'mean'.")
         op = ReduceOp.from_value(reduce_op)
         self._check_cross_replica("reduce")
+        free = () if axis is None else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        self._extended.replica_group.check_signature("strategy.reduce", unwrap(value), free)
         with torch.no_grad():  # a cross-replica result; use ReplicaContext.all_reduce for grads
             return map_structure(lambda x: self._reduce_leaf(op, x, axis), value)
 
@@ -395,8 +497,6 @@ class Strategy:
         t = local.detach() if isinstance(local, torch.Tensor) else torch.as_tensor(local)
         if axis is None:
             if isinstance(value, Mirrored) and op is ReduceOp.MEAN:
-                return t
-            if not distributed and op is ReduceOp.MEAN:
                 return t
             group = ext.replica_group  # MEAN over the replica programs that hold values
             total = group.all_reduce(ReduceOp.SUM, t)
@@ -428,6 +528,7 @@ class Strategy:
             raise ContextError("tf.distribute.Strategy.gather method requires cross-replica "
                                "context, use get_replica_context().all_gather() instead")
         group = self._extended.replica_group
+        group.check_signature("strategy.gather", unwrap(value), (axis,))
         return map_structure(lambda x: group.all_gather(_rank_one(unwrap(x)), axis), value)
 
     # ---------------------------------------------------------- values

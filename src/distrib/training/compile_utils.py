@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from distrib import nest
-from distrib.errors import UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training import losses as losses_mod
 from distrib.training import metrics as metrics_mod
 from distrib.training.losses import Loss, Reduction
@@ -105,12 +105,48 @@ def _per_output(spec: Any, names: list[str], what: str) -> list[Any]:
                                      f"(the model's outputs are {names})",
                                      "use the output names as keys"))
         return [spec.get(n) for n in names]
-    if isinstance(spec, (list, tuple)) and len(names) > 1:
+    if isinstance(spec, (list, tuple)):
         if len(spec) != len(names):
-            raise UsageError(explain(what, spec, f"has {len(spec)} entries for {len(names)} "
-                                     "outputs", "give one entry per output"))
+            one = "1 output" if len(names) == 1 else f"{len(names)} outputs {names}"
+            raise UsageError(explain(what, spec, f"has {len(spec)} entries but the model "
+                                     f"has {one}", "give one entry per output"
+                                     + (f", e.g. {what}={spec[0]!r}" if len(names) == 1
+                                        and spec else "")))
         return list(spec)
     return [spec] * len(names)
+
+
+def _check_loss_names(loss: Any) -> None:
+    """Resolve every loss now, so that a misspelt name or a wrong type fails at ``compile``."""
+    for item in nest.flatten(loss):
+        if item is not None:
+            losses_mod.get(item)
+
+
+def _check_metric_names(metrics: Any, weighted: Any) -> None:
+    """Every metric name known now (at ``compile``), and no Metric object given twice."""
+    for what, spec in (("metrics", metrics), ("weighted_metrics", weighted)):
+        if spec is not None and not isinstance(spec, (list, tuple, dict)):
+            raise InvalidTypeError(explain(what, spec, f"Type of `{what}` argument not "
+                                           "understood. Expected a list or dictionary",
+                                           f"pass a list, e.g. {what}=[{spec!r}]"))
+    seen: list[Metric] = []
+    for item in [*nest.flatten(metrics), *nest.flatten(weighted)]:
+        if isinstance(item, str):
+            metrics_mod.check_name(item)
+        elif item is not None and not isinstance(item, Metric) and not callable(item):
+            raise InvalidTypeError(explain("metric", item, "must be a metric name, a "
+                                           "distrib.metrics.Metric or a function (y_true, "
+                                           "y_pred) -> per-example values",
+                                           "pass e.g. metrics=['accuracy']"))
+        elif isinstance(item, Metric):
+            if any(item is m for m in seen):
+                raise UsageError(explain(
+                    "metrics / weighted_metrics", item, "Found duplicated metrics object in "
+                    "the user provided metrics and weighted metrics. This will cause the "
+                    "same metric object to be updated multiple times, and report wrong "
+                    "results", "give each list its own metric object"))
+            seen.append(item)
 
 
 class WeightedLoss(Metric):
@@ -133,6 +169,7 @@ class WeightedLoss(Metric):
 
     def add(self, index: int, total: torch.Tensor, count: float, scale: float = 1.0) -> None:
         """Add one output's loss sum (``total * scale``) and count (no tensor op per step)."""
+        self._note_update()
         self._defer(2 * index, total.detach(), scale)
         self._defer(2 * index + 1, count)
 
@@ -157,6 +194,11 @@ class LossesContainer:
     """
 
     def __init__(self, loss: Any, loss_weights: Any = None) -> None:
+        _check_loss_names(loss)
+        _check_loss_weights(loss_weights)
+        for item in nest.flatten(loss):  # compiled losses: fit scales them for the global batch
+            if isinstance(item, Loss):
+                item._allow_sum_over_batch_size = True
         self._spec = loss
         self._weights_spec = loss_weights
         self._names: list[str] | None = None
@@ -174,6 +216,9 @@ class LossesContainer:
         specs = _per_output(self._spec, names, "loss")
         weights = _per_output(self._weights_spec, names, "loss_weights")
         self._losses = [None if s is None else losses_mod.get(s) for s in specs]
+        for loss in self._losses:  # fit scales compiled losses for the global batch
+            if loss is not None:
+                loss._allow_sum_over_batch_size = True
         self._weights = [1.0 if w is None else float(w) for w in weights]
         self._total = WeightedLoss(self._weights, "loss")
         multi = len(names) > 1
@@ -228,7 +273,14 @@ class LossesContainer:
             raise UsageError(explain("y", None, "the compiled loss needs targets",
                                      "pass y (or a dataset of (x, y) pairs), or override "
                                      "train_step/compute_loss"))
-        value, scale, n = loss.batch_loss(y_true, y_pred, weight)  # sum = value * scale
+        try:
+            value, scale, n = loss.batch_loss(y_true, y_pred, weight)  # sum = value * scale
+        except RuntimeError as e:  # shapes that do not broadcast: name them
+            raise UsageError(explain(
+                "y", f"targets of shape {tuple(getattr(y_true, 'shape', ()))}",
+                f"do not fit the predictions of shape {tuple(y_pred.shape)} for the loss "
+                f"{loss.name!r} ({e})", "give targets the shape of the model's output (class "
+                "ids for a sparse loss), or change the output layer")) from e
         rows = rows_of(y_pred)
         assert self._total is not None
         w = self._weights[i]
@@ -251,17 +303,33 @@ class LossesContainer:
 
 
 class MetricsContainer:
-    """The compiled metrics, resolved and built at the first batch.
+    """The compiled metrics, resolved and built at the first batch (Keras' rules).
+
+    ``metrics`` are computed without sample weights, ``weighted_metrics`` with them
+    (and with the class weights of ``fit``).  A weighted metric whose name an
+    unweighted one already has is renamed ``weighted_<name>``; with several
+    outputs every name starts with the output's name.
 
     Args:
         metrics: a list applied to every output, or a dict ``{output: metrics}``.
-        loss: the compiled loss container (its losses choose ``"accuracy"``'s variant).
+        losses: the compiled loss container (its losses choose ``"accuracy"``'s variant).
+        weighted_metrics: the same forms as ``metrics``.
+
+    Example:
+        >>> mc = MetricsContainer(["mae"], weighted_metrics=["mae"])
+        >>> mc.update_state(torch.tensor([0.0, 0.0]), torch.tensor([1.0, 3.0]),
+        ...                 sample_weight=torch.tensor([3.0, 1.0]))
+        >>> {m.name: float(m.result()) for m in mc.metrics}
+        {'mae': 2.0, 'weighted_mae': 1.5}
     """
 
-    def __init__(self, metrics: Any, losses: LossesContainer | None = None) -> None:
+    def __init__(self, metrics: Any, losses: LossesContainer | None = None,
+                 weighted_metrics: Any = None) -> None:
+        _check_metric_names(metrics, weighted_metrics)
         self._spec = metrics
+        self._weighted_spec = weighted_metrics
         self._losses = losses
-        self._built: list[list[Metric]] | None = None
+        self._built: list[tuple[list[Metric], list[Metric]]] | None = None
 
     @property
     def built(self) -> bool:
@@ -270,40 +338,42 @@ class MetricsContainer:
     @property
     def empty(self) -> bool:
         """True when no metric was compiled (nothing to update per step)."""
-        return self._spec is None or (isinstance(self._spec, (list, tuple, dict))
-                                      and not self._spec)
+        return _no_metrics(self._spec) and _no_metrics(self._weighted_spec)
 
     @property
     def metrics(self) -> list[Metric]:
-        """Every compiled metric, in output then compile order."""
-        return [m for group in (self._built or []) for m in group]
+        """Every compiled metric: per output, the unweighted then the weighted ones."""
+        return [m for plain, weighted in (self._built or []) for m in (*plain, *weighted)]
 
     def _build(self, y_true: Any, y_pred: Any) -> None:
         names, preds = flatten_outputs(y_pred)
         multi = len(names) > 1
-        if isinstance(self._spec, dict):
-            specs = _per_output(self._spec, names, "metrics")
-        else:
-            specs = [self._spec] * len(names)
         trues = _per_output(y_true, names, "y") if multi else [y_true]
         losses = self._losses.losses if self._losses is not None else []
-        built: list[list[Metric]] = []
-        for i, (spec, pred) in enumerate(zip(specs, preds)):
-            items = [] if spec is None else (list(spec) if isinstance(spec, (list, tuple))
-                                             else [spec])
+        plain_specs = self._specs(self._spec, names)
+        weighted_specs = self._specs(self._weighted_spec, names)
+        taken: set[str] = set()
+        built: list[tuple[list[Metric], list[Metric]]] = []
+        for i, pred in enumerate(preds):
             loss = losses[i] if i < len(losses) else None
-            true = trues[i] if trues[i] is not None else pred
-            group = []
-            for item in items:
-                m = metrics_mod.resolve(item, _as_t(true), _as_t(pred), loss)
-                if multi:
-                    m.name = f"{names[i]}_{m.name}"
-                group.append(m)
-            built.append(group)
+            true = _as_t(trues[i] if trues[i] is not None else pred)
+            plain = [metrics_mod.resolve(item, true, _as_t(pred), loss)
+                     for item in plain_specs[i]]
+            weighted = [metrics_mod.resolve(item, true, _as_t(pred), loss)
+                        for item in weighted_specs[i]]
+            _name_metrics(names[i] if multi else None, plain, weighted, taken)
+            built.append((plain, weighted))
         self._built = built
 
+    @staticmethod
+    def _specs(spec: Any, names: list[str]) -> list[list[Any]]:
+        per = _per_output(spec, names, "metrics") if isinstance(spec, dict) \
+            else [spec] * len(names)
+        return [[] if s is None else (list(s) if isinstance(s, (list, tuple)) else [s])
+                for s in per]
+
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
-        """Update every metric with one batch."""
+        """Update every metric with one batch (sample weights reach the weighted ones only)."""
         if self._built is None:
             self._build(y_true, y_pred)
         assert self._built is not None
@@ -312,13 +382,54 @@ class MetricsContainer:
         trues = _per_output(y_true, names, "y") if multi else [y_true]
         weights = _per_output(sample_weight, names, "sample_weight") if multi \
             else [sample_weight]
-        for group, true, pred, w in zip(self._built, trues, preds, weights):
-            for m in group:
+        for (plain, weighted), true, pred, w in zip(self._built, trues, preds, weights):
+            if true is None:
+                continue
+            for m in plain:
+                m.update_state(true, pred)
+            for m in weighted:
                 m.update_state(true, pred, sample_weight=w)
 
     def reset_state(self) -> None:
         for m in self.metrics:
             m.reset_state()
+
+
+def _no_metrics(spec: Any) -> bool:
+    return spec is None or (isinstance(spec, (list, tuple, dict)) and not spec)
+
+
+def _name_metrics(output: str | None, plain: list[Metric], weighted: list[Metric],
+                  taken: set[str]) -> None:
+    """Keras' names: ``<output>_`` in front with several outputs; ``weighted_`` in front of
+    a weighted metric whose name is taken; two metrics with one name raise."""
+    prefix = f"{output}_" if output is not None else ""
+    for m in plain:
+        m.name = prefix + m.name
+        if m.name in taken:
+            raise UsageError(explain("metrics", m.name, f"Found two metrics with the same "
+                                     f"name: {m.name}. All the metrics added to the model "
+                                     "need to have unique names", "give them distinct names"))
+        taken.add(m.name)
+    for m in weighted:
+        name = prefix + m.name
+        if name in taken:
+            name = f"{prefix}weighted_{m.name}"
+        if name in taken:
+            raise UsageError(explain("weighted_metrics", name, "Found two weighted metrics "
+                                     f"with the same name: {name}.All the metrics added to "
+                                     "the model need to have unique names",
+                                     "give them distinct names"))
+        m.name = name
+        taken.add(name)
+
+
+def _check_loss_weights(loss_weights: Any) -> None:
+    for w in nest.flatten(loss_weights):
+        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float))):
+            raise InvalidTypeError(explain("loss_weights", loss_weights, "must be a number, "
+                                           "or a list or dict of one number per output",
+                                           "pass e.g. loss_weights=[1.0, 0.5]"))
 
 
 def _as_t(value: Any) -> torch.Tensor:

@@ -55,9 +55,13 @@ def _labels_and_scores(y_true: Any, y_pred: Any, class_id: int | None, top_k: in
 def _thresholds_of(thresholds: float | Sequence[float] | None, default: float) -> torch.Tensor:
     if thresholds is None:
         return torch.tensor([default], dtype=_STATE_DTYPE)
-    if isinstance(thresholds, (int, float)):
-        return torch.tensor([float(thresholds)], dtype=_STATE_DTYPE)
-    return torch.tensor([float(t) for t in thresholds], dtype=_STATE_DTYPE)
+    values = [thresholds] if isinstance(thresholds, (int, float)) else list(thresholds)
+    if any(isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= t <= 1.0
+           for t in values):
+        raise UsageError(explain("thresholds", thresholds, "Threshold values must be in "
+                                 f"[0, 1]. Received: {values}",
+                                 "pass thresholds between 0 and 1, e.g. 0.5"))
+    return torch.tensor([float(t) for t in values], dtype=_STATE_DTYPE)
 
 
 def _confusion(labels: torch.Tensor, scores: torch.Tensor, weight: torch.Tensor,

@@ -26,10 +26,28 @@ import numpy as np
 import torch
 
 from distrib import nest
-from distrib.errors import ContextError, UsageError, explain
+from distrib.errors import ScopeError, UsageError, explain
+from distrib.training import coordinated_fit
 from distrib.training.callbacks import CallbackList
-from distrib.training.data_adapter import DataHandler, is_array_like, split_arrays
+from distrib.training.class_weights import apply_class_weight, class_weight_table
+from distrib.training.data_adapter import (
+    DataHandler,
+    cast_batch,
+    check_same_arrays,
+    is_array_like,
+    split_arrays,
+)
+from distrib.training.fit_arguments import (
+    check_fit_arguments,
+    check_steps,
+    input_data,
+    require_targets,
+    validation_parts,
+)
+from distrib.training.metric_base import adopt_global_states
 from distrib.training.metrics import flat_states, results_from_states
+from distrib.training.predict_gather import gather_outputs
+from distrib.training.sequence import Sequence
 from distrib.training.training_state import TrainingState
 
 if TYPE_CHECKING:
@@ -51,10 +69,11 @@ class _Runner:
         self.group = self.ext.replica_group
         # Replica programs: one per device, or one per host under an SPMD strategy.
         self.replicas = int(self.group.num_replicas_in_sync)
-        first = next(model.module.parameters(), None)
+        first = next(model.parameters(), None)
         self.device = first.device if first is not None else self.group.device
         self.dtype = first.dtype if first is not None and first.is_floating_point() else None
         self.prepared = False  # batches already on the module's device, in its dtype
+        self.class_weights: torch.Tensor | None = None  # fit's, for batches of a dataset
 
     def use(self, handler: DataHandler) -> DataHandler:
         """Note whether ``handler``'s batches need no conversion; returns it."""
@@ -63,14 +82,17 @@ class _Runner:
 
     def _prepare(self, data: Any) -> Any:
         if not self.prepared:
-            data = _to_device(data, self.device, self.dtype)
+            data = cast_batch(data, self.device, self.dtype)
         if self.model._input_shape is None:
             x = data[0] if isinstance(data, tuple) else data
             self.model._record_input_shape(x)
         return data
 
     def _train_replica(self, data: Any) -> Any:
-        out = self.model.train_step(self._prepare(data))
+        data = self._prepare(data)
+        if self.class_weights is not None:
+            data = apply_class_weight(data, self.class_weights)
+        out = self.model.train_step(data)
         self.model._train_counter += 1
         return out
 
@@ -110,6 +132,7 @@ class _Runner:
         if self.replicas > 1 and flat.numel():
             flat = self.group.all_reduce_sum(flat)
         logs: dict[str, Any] = dict(results_from_states(metrics, flat[:n]))
+        adopt_global_states(metrics, flat[:n])  # metric.result() reads these from now on
         for i, key in enumerate(scalars):
             logs[key] = float(flat[n + i]) / self.replicas
         logs.update({k: v for k, v in extras.items() if k not in scalars})
@@ -168,18 +191,6 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.numel() == 1
 
 
-def _to_device(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
-    def move(v: Any) -> Any:
-        if isinstance(v, np.ndarray):
-            v = torch.from_numpy(v)
-        if not isinstance(v, torch.Tensor):
-            return v
-        if v.is_floating_point() and dtype is not None and v.dtype != dtype:
-            return v.to(device=device, dtype=dtype)
-        return v.to(device) if v.device != device else v
-    return nest.map_structure(move, value)
-
-
 def _verbose(verbose: int | str) -> int:
     if verbose == "auto":
         return 1
@@ -210,16 +221,9 @@ def _mode(module: torch.nn.Module, training: bool) -> Iterator[None]:
 
 
 def _check_replicated(model: Model) -> None:
-    if model.distribute_strategy.num_replicas_in_sync == 1:
-        return
-    covered: set[int] = set()
-    for m in model.module.modules():
-        if getattr(m, "_distrib_replicated", False):
-            covered.update(id(p) for p in m.parameters())
-    missing = [n for n, p in model.module.named_parameters()
-               if p.requires_grad and id(p) not in covered]
+    missing = model.distribute_strategy.extended.unreplicated_parameters(model)
     if missing:
-        raise ContextError(explain(
+        raise ScopeError(explain(
             "module parameters", missing[:3],
             "are not replicated: the module was created outside `strategy.scope()`, so its "
             "parameters differ between replicas and gradients would not be summed",
@@ -229,10 +233,7 @@ def _check_replicated(model: Model) -> None:
 def _validation(x: Any, y: Any, sample_weight: Any, split: float, data: Any
                 ) -> tuple[tuple[Any, Any, Any], tuple[Any, Any, Any] | None]:
     if data is not None:
-        if isinstance(data, (tuple, list)) and len(data) in (2, 3) and is_array_like(data[0]):
-            vx, vy, *rest = data
-            return (x, y, sample_weight), (vx, vy, rest[0] if rest else None)
-        return (x, y, sample_weight), (data, None, None)
+        return (x, y, sample_weight), validation_parts(data)
     if not split:
         return (x, y, sample_weight), None
     if not is_array_like(x):
@@ -257,15 +258,40 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         verbose: int | str, callbacks: Any, validation_split: float, validation_data: Any,
         shuffle: bool, initial_epoch: int, steps_per_epoch: int | None,
         validation_steps: int | None, validation_freq: Any, sample_weight: Any,
-        validation_batch_size: int | None) -> Any:
+        validation_batch_size: int | None, class_weight: Any = None) -> Any:
     """``Model.fit`` (see there)."""
+    if model.distribute_strategy.extended.should_use_with_coordinator:
+        return coordinated_fit.fit(
+            model, x=x, y=y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+            callbacks=callbacks, validation_split=validation_split,
+            validation_data=validation_data, shuffle=shuffle, initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+            validation_freq=validation_freq, sample_weight=sample_weight,
+            validation_batch_size=validation_batch_size)
     with model._scope():
         _check_replicated(model)
+        check_fit_arguments(epochs=epochs, initial_epoch=initial_epoch, shuffle=shuffle,
+                            validation_freq=validation_freq, steps_per_epoch=steps_per_epoch,
+                            validation_steps=validation_steps,
+                            validation_batch_size=validation_batch_size)
+        x, y, sample_weight = input_data(x, y, sample_weight, "fit")
+        table = class_weight_table(class_weight)
         runner = _Runner(model)
         level = _verbose(verbose)
         (x, y, sample_weight), val = _validation(x, y, sample_weight, validation_split,
                                                  validation_data)
-        seed = runner.agreed_seed() if shuffle and is_array_like(x) else 0
+        if is_array_like(x):
+            require_targets(model, y, "fit()", "train_step")
+            if table is not None:  # weigh the arrays once, not every batch
+                _, _, sample_weight = apply_class_weight((x, y, sample_weight), table)
+                table = None
+        if val is not None and is_array_like(val[0]):
+            require_targets(model, val[1], "validation_data", "test_step")
+        runner.class_weights = table
+        check_same_arrays(runner.strategy, {"x": x, "y": y, "sample_weight": sample_weight,
+                                            "validation_data": val})
+        seed = runner.agreed_seed() if shuffle and (is_array_like(x) or isinstance(x, Sequence)) \
+            else 0
         handler = DataHandler(x, y, sample_weight, batch_size, steps_per_epoch, shuffle, seed,
                               runner.strategy, float_dtype=runner.dtype)
         val_handler = None
@@ -295,15 +321,21 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
     epoch_logs: dict[str, Any] = {}
     for epoch in range(initial_epoch, epochs):
         start = training.begin_epoch(epoch)  # non-zero when resuming inside this epoch
+        batches = _epoch_batches(handler, start, model.stop_training)
+        first = next(batches, None)
+        if first is None and start == 0:  # the data ended before this epoch's first step
+            if epoch == initial_epoch:
+                raise UsageError(explain("training data", "an empty dataset",
+                                         _EMPTY.format(fn="train_function"),
+                                         "check that the dataset yields at least one batch"))
+            break  # an epoch that ran no step is neither logged nor compared
         if start == 0:
             model.reset_metrics()
         cbs.on_epoch_begin(epoch)
-        with _mode(model.module, True):
-            steps, extras = _train_epoch(runner, handler, cbs, plan, training, start)
-        if steps == 0 and epoch == initial_epoch and start == 0:
-            raise UsageError(explain("training data", "an empty dataset",
-                                     _EMPTY.format(fn="train_function"),
-                                     "check that the dataset yields at least one batch"))
+        if first is not None:
+            batches = itertools.chain([first], batches)
+        with _mode(model, True):
+            extras = _train_epoch(runner, batches, cbs, plan, training, start)
         epoch_logs = runner.sync(extras)
         if val_handler is not None and val_plan is not None and \
                 _should_validate(epoch, validation_freq):
@@ -319,18 +351,21 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
     return model.history
 
 
-def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
-                 plan: _BatchLogPlan, training: TrainingState, start: int = 0
-                 ) -> tuple[int, dict[str, Any]]:
+def _epoch_batches(handler: DataHandler, start: int, stopped: bool
+                   ) -> Iterator[tuple[int, Any, int | None]]:
+    """The batches of an epoch from step ``start``; none when resuming after a mid-epoch
+    stop (only the epoch's end is left)."""
+    return iter(()) if start and stopped else handler.epoch(start)
+
+
+def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]],
+                 cbs: CallbackList, plan: _BatchLogPlan, training: TrainingState,
+                 start: int = 0) -> dict[str, Any]:
     """One epoch: executions of ``steps_per_execution`` steps, batch callbacks between them
     (from step ``start`` when resuming inside the epoch)."""
     model = runner.model
     plan.start(start // model._steps_per_execution)
     extras: dict[str, Any] = {}
-    done = 0
-    if start and model.stop_training:  # resumed after a mid-epoch stop: only its end is left
-        return 0, extras
-    batches = handler.epoch(start)
     while True:
         last = -1
         with runner.ext.execution():
@@ -338,7 +373,7 @@ def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
                 if last < 0:
                     cbs.on_train_batch_begin(step)
                 extras = runner.extras(runner.train(batch, rows))
-                done, last = done + 1, step
+                last = step
                 if model.stop_training:
                     break
         if last < 0:
@@ -347,16 +382,26 @@ def _train_epoch(runner: _Runner, handler: DataHandler, cbs: CallbackList,
         training.batch_done(last + 1)
         if model.stop_training:
             break
-    return done, extras
+    return extras
 
 
 # ------------------------------------------------------------------- evaluate
 def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: int | str,
              sample_weight: Any, steps: int | None, callbacks: Any, return_dict: bool) -> Any:
     """``Model.evaluate`` (see there)."""
+    if model.distribute_strategy.extended.should_use_with_coordinator:
+        return coordinated_fit.evaluate(model, x=x, y=y, batch_size=batch_size, verbose=verbose,
+                                        sample_weight=sample_weight, steps=steps,
+                                        callbacks=callbacks, return_dict=return_dict)
     with model._scope():
+        x, y, sample_weight = input_data(x, y, sample_weight, "evaluate")
+        check_steps("steps", steps)
+        if is_array_like(x):
+            require_targets(model, y, "evaluate()", "test_step")
+        _check_replicated(model)
         runner = _Runner(model)
         level = _verbose(verbose)
+        check_same_arrays(runner.strategy, {"x": x, "y": y, "sample_weight": sample_weight})
         handler = DataHandler(x, y, sample_weight, batch_size, steps, strategy=runner.strategy,
                               fresh_each_epoch=True, float_dtype=runner.dtype)
         cbs = _callbacks(callbacks, model, level, 1, handler.steps_per_epoch, False)
@@ -378,7 +423,7 @@ def _test_loop(runner: _Runner, handler: DataHandler, cbs: CallbackList,
     extras: dict[str, Any] = {}
     done = 0
     batches = handler.epoch()
-    with _mode(model.module, False), torch.no_grad():
+    with _mode(model, False), torch.no_grad():
         while True:
             last = -1
             with runner.ext.execution():
@@ -404,8 +449,12 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
             steps: int | None, callbacks: Any) -> Any:
     """``Model.predict`` (see there)."""
     with model._scope():
+        x, _, _ = input_data(x, None, None, "predict")
+        check_steps("steps", steps)
+        _check_replicated(model)
         runner = _Runner(model)
         level = _verbose(verbose)
+        check_same_arrays(runner.strategy, {"x": x})
         handler = DataHandler(x, None, None, batch_size, steps, strategy=runner.strategy,
                               fresh_each_epoch=True, float_dtype=runner.dtype)
         cbs = _callbacks(callbacks, model, level, 1, handler.steps_per_epoch, False)
@@ -413,7 +462,7 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
         cbs.on_predict_begin()
         outputs: list[Any] = []
         batches = handler.epoch()
-        with _mode(model.module, False), torch.no_grad():
+        with _mode(model, False), torch.no_grad():
             while True:
                 pending: list[Any] = []
                 last = -1
@@ -432,12 +481,9 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
                                      "Unexpected result of `predict_function` (Empty "
                                      "batch_outputs)", "check that the dataset yields batches"))
         if runner.replicas > 1:  # every replica's outputs, in row order within each step
-            gathered = runner.group.all_gather_object((handler.order_key(), outputs))
-            per_replica = [out for _, out in sorted(gathered, key=lambda item: item[0])]
+            ordered = gather_outputs(runner.group, handler.order_key(), outputs)
         else:
-            per_replica = [outputs]
-        ordered = [per_replica[r][s] for s in range(len(outputs))
-                   for r in range(len(per_replica))]
+            ordered = outputs
         result = _concat(ordered)
         cbs.on_predict_end()
     return result

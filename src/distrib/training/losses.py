@@ -17,6 +17,17 @@ Inside ``distrib.Model.fit`` the per-example values are summed and divided by th
 number of examples of the whole step over all replicas, so the summed gradients
 equal the single-process gradient of the global batch.
 
+Under a strategy, outside the losses given to ``compile``, a loss object with the
+default reduction raises TensorFlow's ``ValueError``: each replica would divide by
+its own batch size and the summed gradients would be too large by the number of
+replicas.  Use ``reduction="none"`` and ``distrib.compute_average_loss`` (or
+``reduction="sum"`` and divide by the global batch size)::
+
+    loss_object = SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    def step(x, y):
+        per_example = loss_object(y, net(x))
+        loss = distrib.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+
 Example:
     >>> import torch
     >>> loss = SparseCategoricalCrossentropy(from_logits=True)
@@ -34,7 +45,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
+from distrib.training.class_ids import class_cross_entropy, one_hot_labels_error
 
 __all__ = [
     "EPSILON", "Reduction", "Loss", "LossFunctionWrapper",
@@ -130,6 +143,8 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool 
     labels = _as_tensor(y_true, pred)
     if labels.dim() == pred.dim() and labels.shape[-1] == 1:
         labels = labels.squeeze(-1)
+    if labels.dim() == pred.dim() and pred.dim() > 1:
+        raise one_hot_labels_error(labels, pred)
     labels = labels.long()
     if not from_logits:
         pred = torch.log(pred.clamp(EPSILON, 1.0 - EPSILON))
@@ -137,7 +152,7 @@ def sparse_categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool 
     if pred.dim() == 1:
         scores, labels = scores.unsqueeze(0), labels.reshape(1)
     ignore = -100 if ignore_class is None else ignore_class
-    return F.cross_entropy(scores, labels, reduction="none", ignore_index=ignore)
+    return class_cross_entropy(scores, labels, reduction="none", ignore_index=ignore)
 
 
 def categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False,
@@ -242,6 +257,8 @@ class Loss:
     def __init__(self, reduction: str = Reduction.AUTO, name: str | None = None) -> None:
         self.reduction = Reduction.validate(reduction)
         self.name = name or _snake(type(self).__name__)
+        # True once compile() owns the loss: fit scales it for the global batch itself.
+        self._allow_sum_over_batch_size = False
 
     def call(self, y_true: Any, y_pred: Any) -> torch.Tensor:
         """Per-example loss values (shape ``[B]`` or ``[B, ...]``)."""
@@ -282,6 +299,19 @@ class Loss:
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> torch.Tensor:
         """The reduced loss of one batch (see :class:`Reduction`)."""
+        if self.reduction in (Reduction.AUTO, Reduction.SUM_OVER_BATCH_SIZE) \
+                and context.has_strategy() \
+                and not getattr(self, "_allow_sum_over_batch_size", False):
+            raise UsageError(explain(
+                f"{type(self).__name__}(reduction)", self.reduction,
+                "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` "
+                "for loss reduction when losses are used with `tf.distribute.Strategy`, except "
+                "for specifying losses in `Model.compile()` for use by the built-in training "
+                "looop `Model.fit()`. (Each replica would average over its own part of the "
+                "batch, and the gradients summed across replicas would be too large)",
+                "create the loss with reduction=\"none\" and pass the per-example values to "
+                "distrib.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH), "
+                "or use reduction=\"sum\" and divide by the global batch size"))
         values = self.per_example(y_true, y_pred, sample_weight)
         if self.reduction == Reduction.NONE:
             return values
@@ -349,7 +379,7 @@ class SparseCategoricalCrossentropy(LossFunctionWrapper):
         # The common case in one op: logits [B, C], integer labels [B].
         labels = y_true if y_true.dtype == torch.long else y_true.long()
         n = int(labels.shape[0])
-        return F.cross_entropy(pred, labels), float(n), n
+        return class_cross_entropy(pred, labels), float(n), n
 
 
 class CategoricalCrossentropy(LossFunctionWrapper):
@@ -439,7 +469,12 @@ class _TorchLoss(Loss):
             target = target.long()
             if target.dim() == pred.dim() and target.shape[-1] == 1:
                 target = target.squeeze(-1)
-            values: torch.Tensor = self.module(pred, target)
+            try:
+                values: torch.Tensor = self.module(pred, target)
+            except IndexError:
+                kwargs = {"ignore_index": getattr(self.module, "ignore_index", -100)}
+                class_cross_entropy(pred, target, **kwargs)  # raises the clear error
+                raise
             return values
         if pred.is_floating_point():
             target = target.to(pred.dtype)
@@ -472,7 +507,8 @@ def get(identifier: Any) -> Loss:
     if isinstance(identifier, str):
         key = identifier.lower()
         if key not in _BY_NAME:
-            raise UsageError(explain("loss", identifier, "unknown loss name; known names are "
+            raise UsageError(explain("loss", identifier, f"Unknown loss function: "
+                                     f"{identifier!r}; the loss names are "
                                      + ", ".join(sorted(_BY_NAME)),
                                      "pass one of those names, a distrib.losses.Loss, a "
                                      "torch.nn loss module or a function (y_true, y_pred)"))

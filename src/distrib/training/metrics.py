@@ -46,7 +46,7 @@ __all__ = [
     "Metric", "Mean", "Sum", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy",
     "CategoricalAccuracy", "SparseCategoricalAccuracy", "MeanSquaredError",
     "MeanAbsoluteError", "Precision", "Recall", "AUC", "accuracy", "binary_accuracy",
-    "categorical_accuracy", "sparse_categorical_accuracy", "get", "resolve",
+    "categorical_accuracy", "sparse_categorical_accuracy", "get", "resolve", "check_name",
     "global_results", "results_from_states", "flat_states",
 ]
 
@@ -180,17 +180,32 @@ def get(identifier: Any) -> Metric:
     if isinstance(identifier, type) and issubclass(identifier, Metric):
         return identifier()
     if isinstance(identifier, str):
+        check_name(identifier)
         key = identifier.lower()
-        if key in _BY_NAME:
-            return _BY_NAME[key](identifier)
-        raise UsageError(explain("metric", identifier, "unknown metric name; known names are "
-                                 + ", ".join(sorted((*_BY_NAME, *_SHAPE_DEPENDENT))),
-                                 "pass one of those names, a distrib.metrics.Metric or a "
-                                 "function (y_true, y_pred) -> per-example values"))
+        if key not in _BY_NAME:
+            raise UsageError(explain("metric", identifier, "depends on the labels and "
+                                     "predictions", "use resolve(name, y_true, y_pred)"))
+        return _BY_NAME[key](identifier)
+    if isinstance(identifier, losses_mod.Loss):  # its per-example values, averaged
+        return MeanMetricWrapper(identifier.call, name=identifier.name)
     if callable(identifier):
         return MeanMetricWrapper(identifier)
     raise InvalidTypeError(explain("metric", identifier, "must be a name, a Metric or a "
                                    "callable", "pass e.g. metrics=['accuracy']"))
+
+
+def check_name(name: str) -> None:
+    """Raise unless ``name`` is a metric name :func:`resolve` knows (``compile`` calls it).
+
+    Example:
+        >>> check_name("acc")
+    """
+    if name.lower() not in _BY_NAME and name.lower() not in _SHAPE_DEPENDENT:
+        raise UsageError(explain(
+            "metric", name, f"Unknown metric function: {name!r}; the metric names are "
+            + ", ".join(sorted((*_BY_NAME, *_SHAPE_DEPENDENT))),
+            "pass one of those names, a distrib.metrics.Metric or a function "
+            "(y_true, y_pred) -> per-example values"))
 
 
 def _kind_from_loss(loss: Any) -> tuple[str | None, bool]:

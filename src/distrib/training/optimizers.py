@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -44,9 +45,11 @@ KERAS_DEFAULTS: dict[str, tuple[type[torch.optim.Optimizer], dict[str, Any]]] = 
 }
 """Keras' default hyper-parameters, translated to the matching ``torch.optim`` class."""
 
+_FUSED = ("sgd", "adam", "adamw", "adagrad")  # torch has fused kernels for these
 
-def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any]
-        ) -> torch.optim.Optimizer:
+
+def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any],
+        fused: bool = False) -> torch.optim.Optimizer:
     """Resolve ``identifier`` to an optimizer over ``params``.
 
     Args:
@@ -54,6 +57,10 @@ def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any
             (returned unchanged), or an optimizer class (instantiated on ``params``).
         params: the parameters to optimise (or a function returning them, called
             only when a new optimizer is built).
+        fused: for a name, build torch's fused implementation where torch has one
+            for these parameters (``sgd``, ``adam``, ``adamw``, ``adagrad``): it takes
+            loss scaling's found-inf flag on the device, so a skipped step needs no
+            host synchronisation.
 
     Example:
         >>> net = torch.nn.Linear(2, 1)
@@ -68,10 +75,16 @@ def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any
     if isinstance(identifier, str):
         key = identifier.lower()
         if key not in KERAS_DEFAULTS:
-            raise UsageError(explain("optimizer", identifier, "unknown optimizer name; known "
-                                     "names are " + ", ".join(sorted(KERAS_DEFAULTS)),
+            raise UsageError(explain("optimizer", identifier, f"Unknown optimizer: "
+                                     f"{identifier!r}; the optimizer names are "
+                                     + ", ".join(sorted(KERAS_DEFAULTS)),
                                      "pass one of those names or a torch.optim optimizer"))
         cls, kwargs = KERAS_DEFAULTS[key]
+        if fused and key in _FUSED:
+            try:
+                return cls(plist, **kwargs, fused=True)  # type: ignore[call-arg]
+            except (RuntimeError, ValueError):  # not on these parameters' devices/dtypes
+                pass
         return cls(plist, **kwargs)
     if isinstance(identifier, type) and issubclass(identifier, torch.optim.Optimizer):
         built: torch.optim.Optimizer = identifier(plist)  # type: ignore[call-arg]
@@ -99,5 +112,9 @@ def set_learning_rate(optimizer: Any, lr: float) -> None:
         >>> learning_rate(opt)
         0.1
     """
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) \
+            or lr < 0:
+        raise UsageError(explain("learning rate", lr, "must be a non-negative finite number",
+                                 "pass e.g. 0.001"))
     for group in optimizer.param_groups:
         group["lr"] = lr

@@ -3,6 +3,9 @@
 * A file is written under a temporary name in the destination directory,
   flushed to disk and renamed over the final name (``os.replace``), so a crash at
   any moment leaves either the previous file or the new one, never a torn file.
+  One temporary file per save, named ``.tmp-<pid>@<host>@...``; the next save in
+  the same directory removes those of processes of this host that no longer run
+  (a writer killed mid-save), and never another live writer's.
 * Under a strategy every replica calls the save; only the chief writes, then all
   replicas wait for it (a zero all-reduce) so that a load right after a save
   sees the new file everywhere.  A failed write raises on every replica.
@@ -18,7 +21,11 @@ Example::
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import socket
 import tempfile
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +35,64 @@ import torch
 from distrib.errors import DistribError, UsageError, explain
 
 __all__ = ["atomic_save", "save_on_chief", "load_file", "get_weights", "set_weights",
-           "FORMAT"]
+           "optimizer_class", "load_optimizer_state", "load_module_state", "FORMAT",
+           "temporary_prefix", "remove_stale_temporaries"]
 
 FORMAT = "distrib.Model"
+_TEMPORARY = re.compile(r"^\.tmp-(\d+)@([^@]*)@")
+
+
+def temporary_prefix() -> str:
+    """The name prefix of this process's temporary files: ``.tmp-<pid>@<host>@``.
+
+    Example:
+        >>> temporary_prefix().startswith(f".tmp-{os.getpid()}@")
+        True
+    """
+    return f".tmp-{os.getpid()}@{socket.gethostname()}@"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike[str]) -> list[str]:
+    """Remove temporary files left in ``directory`` by saves of dead processes of this host.
+
+    Returns the names removed.  Files of live processes, of other hosts (their
+    processes cannot be checked from here) and every other file are kept.
+
+    Example:
+        >>> import tempfile
+        >>> remove_stale_temporaries(tempfile.mkdtemp())
+        []
+    """
+    host = socket.gethostname()
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = _TEMPORARY.match(name)
+        if match is None or match.group(2) != host or _running(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except OSError:  # removed meanwhile, or not ours to remove: keep going
+            continue
+        removed.append(name)
+    return removed
 
 
 def atomic_save(obj: Any, path: str | os.PathLike[str]) -> None:
@@ -48,7 +110,9 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> None:
     if os.path.isdir(path):
         raise IsADirectoryError(explain("filepath", path, "is an existing directory",
                                         "give a file name, e.g. ckpt/weights.pt"))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix="-" + os.path.basename(path))
+    remove_stale_temporaries(directory)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(),
+                               suffix="-" + os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
@@ -104,6 +168,25 @@ def load_file(path: str | os.PathLike[str], device: torch.device | str = "cpu") 
     return torch.load(path, map_location=device, weights_only=True)
 
 
+def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor],
+                      filepath: str | os.PathLike[str]) -> None:
+    """``module.load_state_dict(state)``; a file of another architecture names the file.
+
+    Example:
+        >>> load_module_state(torch.nn.Linear(1, 1), {"weight": torch.ones(1, 1)}, "w.pt")
+        Traceback (most recent call last):
+        ...
+        distrib.errors.UsageError: weights in 'w.pt' = ...
+    """
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as e:
+        raise UsageError(explain(f"weights in {os.fspath(filepath)!r}", sorted(state)[:4],
+                                 f"do not fit the model's {type(module).__name__}: {e}",
+                                 "load a file saved from the same architecture (the same "
+                                 "layers, sizes and names)")) from e
+
+
 def module_state(obj: Any) -> dict[str, torch.Tensor]:
     """The module state dict inside a weights file or a full save file."""
     if isinstance(obj, dict) and obj.get("format") == FORMAT:
@@ -147,3 +230,56 @@ def set_weights(module: torch.nn.Module, weights: list[Any]) -> None:
                                          f"must have shape {tuple(target.shape)}",
                                          "pass arrays in get_weights() order"))
             target.copy_(src.to(device=target.device, dtype=target.dtype))
+
+
+def optimizer_class(optimizer: Any) -> str:
+    """The qualified class name of ``optimizer`` (of the inner one under loss scaling).
+
+    Example:
+        >>> optimizer_class(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1))
+        'torch.optim.sgd.SGD'
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    return f"{type(inner).__module__}.{type(inner).__qualname__}"
+
+
+def _hyper_parameters(state: dict[str, Any]) -> list[list[str]]:
+    return [sorted(k for k in group if k != "params") for group in state.get("param_groups", [])]
+
+
+def load_optimizer_state(optimizer: Any, state: dict[str, Any], saved_class: str | None,
+                         filepath: str) -> None:
+    """Load a saved optimizer state into ``optimizer`` when the same kind of optimizer saved it.
+
+    A state saved by another optimizer class (SGD's into Adam) would replace the compiled
+    optimizer's hyper-parameters with the saved ones: it is skipped with a warning, and
+    the compiled optimizer keeps its hyper-parameters and starts with fresh state (as
+    Keras skips optimizer variables that do not match).  Files without the class name are
+    compared by their hyper-parameter names.
+    """
+    scaled = "inner" in state and "loss_scale" in state
+    if scaled and not hasattr(optimizer, "inner_optimizer"):
+        state = state["inner"]  # saved with loss scaling, loaded without
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    saved = state["inner"] if "inner" in state and "loss_scale" in state else state
+    mine = optimizer_class(optimizer)
+    if saved_class is not None:
+        same = saved_class == mine
+    else:
+        same = _hyper_parameters(saved) == _hyper_parameters(inner.state_dict())
+    if not same:
+        warnings.warn(explain(
+            f"Model.load({filepath!r})", f"optimizer state of {saved_class or 'another optimizer'}",
+            f"the model was compiled with {mine}, so the saved optimizer state is not loaded "
+            "(the weights are): the compiled optimizer keeps its hyper-parameters and "
+            "starts with fresh state", "compile the model with the optimizer that saved the "
+            "file to resume its state, or ignore this warning to train on with the "
+            "compiled one"), UserWarning, stacklevel=3)
+        return
+    try:
+        optimizer.load_state_dict(state)
+    except (ValueError, KeyError) as e:
+        raise UsageError(explain(f"optimizer state in {filepath!r}", type(e).__name__,
+                                 f"does not fit this model's optimizer ({e})",
+                                 "load into a model with the same architecture and the same "
+                                 "trainable parameters")) from e

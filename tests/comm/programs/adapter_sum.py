@@ -3,7 +3,8 @@
 Usage: python adapter_sum.py RANK PORT
 Prints, as JSON, the module's parameters after the broadcast and its gradients after one
 backward pass on this rank's rows, with a SUM communication hook registered through
-``torch_adapter.register_comm_hook``.
+``torch_adapter.register_comm_hook``, and whether the adapter reports the module's
+gradients (and those of a module it did not replicate) as all-reduced.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ torch_adapter.register_comm_hook(ddp, dist.group.WORLD, sum_hook)
 start = [p.detach().tolist() for p in net.parameters()]
 x = torch.arange(6, dtype=torch.float64).reshape(2, 3)[rank:rank + 1] + 1.0
 net(x).sum().backward()
+other = torch.nn.Linear(3, 1)
 print(json.dumps({"start": start, "grads": [p.grad.tolist() for p in net.parameters()],
-                  "hook_calls": len(calls), "class": type(net).__name__}))
+                  "hook_calls": len(calls), "class": type(net).__name__,
+                  "reduced": torch_adapter.gradients_all_reduced(net.parameters()),
+                  "others_reduced": torch_adapter.gradients_all_reduced(
+                      [*net.parameters(), *other.parameters()])}))
+# Both ranks finish their collectives, and the DDP wrapper (with its reducer thread) is
+# gone, before the group is: tearing a group down under a live reducer aborts the process.
+dist.barrier()
+del ddp
 dist.destroy_process_group()

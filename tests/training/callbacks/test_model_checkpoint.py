@@ -7,6 +7,7 @@ import os
 import pytest
 
 from distrib.training.callbacks import ModelCheckpoint
+from distrib.training.saving import temporary_prefix
 from tests.training.callbacks.standin import StandInModel, read_saved
 
 
@@ -44,7 +45,7 @@ def test_save_best_only_saves_improvements_with_keras_messages(tmp_path, capsys)
                          save_weights_only=True, verbose=1)
     model = StandInModel()
     _epochs(cb, model, [{"val_loss": 0.5}, {"val_loss": 0.7}, {"val_loss": 0.25}])
-    assert model.saved == [("weights", f".tmp-{os.getpid()}-best.json")] * 2
+    assert model.saved == [("weights", f"{temporary_prefix()}best.json")] * 2
     saved = read_saved(path)
     assert saved["kind"] == "weights" and saved["weights"][1] == [2.0, 2.0]  # epoch 2's
     assert capsys.readouterr().out.splitlines() == [

@@ -87,7 +87,7 @@ def fp16_run(strategy: distrib.Strategy, out: str) -> None:
     unchanged = all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
     rid = strategy.extended.replica_group.replica_id
     with open(f"{out}.rank{rid}", "w") as f:
-        f.write(f"scale={model.optimizer.loss_scale} unchanged={unchanged}")
+        f.write(f"scale={float(model.optimizer.loss_scale)} unchanged={unchanged}")
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from distrib.errors import UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain
 
 __all__ = ["Callback", "CallbackList", "Logs", "should_print", "should_write"]
 
@@ -294,6 +294,11 @@ def _flatten(callbacks: Any) -> list[Callback]:
         return []
     if isinstance(callbacks, (list, tuple)):
         return [cb for item in callbacks for cb in _flatten(item)]
+    if not isinstance(callbacks, Callback):
+        raise InvalidTypeError(explain("callbacks", callbacks, "must be a list of "
+                                       "distrib.training.callbacks.Callback objects",
+                                       "pass e.g. callbacks=[EarlyStopping(patience=2)]; "
+                                       "subclass Callback for your own"))
     return [callbacks]
 
 

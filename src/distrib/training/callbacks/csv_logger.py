@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from distrib.errors import UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.callbacks.base import Callback, Logs, should_write, to_python
 
 __all__ = ["CSVLogger"]
@@ -61,6 +61,10 @@ class CSVLogger(Callback):
             raise UsageError(explain("CSVLogger separator", separator,
                                      "must be a 1-character string", "pass separator=',' or ';'"))
         self.sep = separator
+        if not isinstance(filename, (str, os.PathLike)):
+            raise InvalidTypeError(explain("CSVLogger filename", filename,
+                                           "must be a path (a string or os.PathLike)",
+                                           "pass e.g. filename='training.log'"))
         self.filename = os.fspath(filename)
         self.append = append
         self.writer: csv.DictWriter[str] | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from distrib.errors import UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.callbacks.base import Callback
 
 __all__ = ["LambdaCallback"]
@@ -57,5 +57,8 @@ class LambdaCallback(Callback):
                      on_batch_begin=on_batch_begin, on_batch_end=on_batch_end,
                      on_train_begin=on_train_begin, on_train_end=on_train_end, **hooks)
         for name, fn in given.items():
+            if fn is not None and not callable(fn):
+                raise InvalidTypeError(explain(f"LambdaCallback {name}", fn, "must be a "
+                                               "function", f"pass {name}=lambda ...: ..."))
             if fn is not None:
                 setattr(self, name, fn)

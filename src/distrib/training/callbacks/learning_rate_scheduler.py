@@ -56,6 +56,11 @@ class LearningRateScheduler(Callback):
 
     def __init__(self, schedule: Callable[..., Any], verbose: int = 0) -> None:
         super().__init__()
+        if not callable(schedule):
+            raise InvalidTypeError(explain("LearningRateScheduler schedule", schedule,
+                                           "must be a function of the epoch (and the current "
+                                           "learning rate) returning the learning rate",
+                                           "pass e.g. schedule=lambda epoch, lr: lr * 0.9"))
         self.schedule = schedule
         self.verbose = verbose
         self._applied_epoch: int | None = None

@@ -7,9 +7,11 @@ batch (1-based, with an integer ``save_freq``) and the logs, e.g.
 Every replica calls ``model.save`` / ``model.save_weights`` (a save may need all of
 them); only the chief's file is kept.  A crash at any moment leaves the previous
 checkpoint whole and no partial file under the final name: a model whose class sets
-``saves_atomically = True`` (``distrib.Model``) writes that way itself and is given the
-final path; any other model is given a temporary name in the same directory, which the
-chief renames into place.
+``saves_atomically = True`` (``distrib.Model`` does) writes that way itself and is given
+the final path, so each save makes exactly one temporary file; any other model is given
+a temporary name in the same directory, which the chief renames into place.  Temporary
+files that saves killed mid-write left behind are removed by the next save in the same
+directory.
 
 Example::
 
@@ -27,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from distrib.errors import UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.callbacks.base import (
     Callback,
     Logs,
@@ -36,10 +38,10 @@ from distrib.training.callbacks.base import (
     to_python,
     warn,
 )
+from distrib.training.saving import remove_stale_temporaries, temporary_prefix
 
 __all__ = ["ModelCheckpoint"]
 
-_TMP_PREFIX = ".tmp-"
 _DIRECTORY_MESSAGE = ("Please specify a non-directory filepath for ModelCheckpoint. Filepath "
                       "used is an existing directory: ")
 
@@ -97,6 +99,10 @@ class ModelCheckpoint(Callback):
                 "ModelCheckpoint save_freq", save_freq,
                 f'Unrecognized save_freq: {save_freq}. Expected save_freq are "epoch" or integer',
                 "pass save_freq='epoch' or a positive number of training batches"))
+        if not isinstance(filepath, (str, os.PathLike)):
+            raise InvalidTypeError(explain("ModelCheckpoint filepath", filepath,
+                                           "must be a path (a string or os.PathLike)",
+                                           "pass e.g. filepath='ckpt/model-{epoch}.pt'"))
         self.filepath = os.fspath(filepath)
         self.monitor = monitor
         self.verbose = verbose
@@ -207,7 +213,8 @@ class ModelCheckpoint(Callback):
             except IsADirectoryError as e:
                 raise OSError(_DIRECTORY_MESSAGE + filepath) from e
             return
-        tmp_base = f"{_TMP_PREFIX}{os.getpid()}-{base}"
+        remove_stale_temporaries(directory or ".")
+        tmp_base = f"{temporary_prefix()}{base}"
         tmp = os.path.join(directory, tmp_base)
         try:
             save(tmp)

@@ -1,0 +1,50 @@
+"""Bad inputs through the public API: each raises a clear error naming the bad value.
+
+The cases live in one list per area (``*_cases.py``); add a case there.  Each case runs
+with every cluster variable unset, plus the variables the case sets.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from distrib.cluster import env
+from tests.bad_inputs import (
+    cluster_cases,
+    comm_cases,
+    input_cases,
+    launch_cases,
+    strategy_cases,
+)
+from tests.bad_inputs.case import Case
+
+CASES: list[Case] = [
+    *cluster_cases.CASES,
+    *comm_cases.CASES,
+    *strategy_cases.CASES,
+    *input_cases.CASES,
+    *launch_cases.CASES,
+]
+
+CLUSTER_VARIABLES = (env.TF_CONFIG, *env.TORCHRUN_VARIABLES, *env.SLURM_VARIABLES,
+                     *env.LOCAL_REPLICA_VARIABLES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_raises_a_clear_error(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in CLUSTER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in case.env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(case.error) as info:
+        case.call()
+    message = str(info.value)
+    missing = [piece for piece in case.says if piece not in message]
+    assert not missing, f"{case.id}: {missing} not in the message:\n{message}"
+
+
+def test_cases_are_distinct_and_numerous() -> None:
+    ids = [c.id for c in CASES]
+    assert len(set(ids)) == len(ids), "two cases share an id"
+    assert all(c.says for c in CASES), "every case names what the message must say"
+    assert len(CASES) >= 100

@@ -116,3 +116,14 @@ def test_torchrun_hand_off_restarts_every_replica_and_resumes(tmp_path: Path,
     assert "distrib: restart 1 of 1" in run.stderr
     for a, b in zip(_weights(reference), _weights(tmp_path / "final.npz")):
         assert np.array_equal(a, b)
+
+
+def test_a_checkpoint_under_central_storage_keeps_the_chiefs_optimizer_state(
+        tmp_path: Path) -> None:
+    # The momentum lives on the chief only; after a restore, training continues bitwise
+    # where it continued after the save.
+    program = str(Path(__file__).parent / "programs" / "central_storage.py")
+    proc = run_python([program, str(tmp_path / "ckpt"), str(tmp_path / "out.json")])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert load_json(tmp_path / "out.json") == {
+        "resumed_equal": True, "replicas_equal": True, "momentum_entries": 4}

@@ -259,7 +259,8 @@ class Checkpoint:
                 shared[path] = {"kind": leaf.kind, "state": encode(state, path, table.put)}
         doc = {"format": FORMAT, "version": VERSION, "save_counter": self._save_counter,
                "num_replicas": group.num_replicas_in_sync, "objects": shared}
-        table.tensors[_DOC] = json_tensor(doc)
+        if group.replica_id == 0:  # the chief's record only: under CentralStorageStrategy
+            table.tensors[_DOC] = json_tensor(doc)  # the others hold no optimizer state
         table.tensors[_local_doc(group.replica_id)] = json_tensor({"objects": local})
         return table.tensors
 

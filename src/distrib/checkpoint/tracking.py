@@ -154,12 +154,12 @@ def _optimizer_problems(path: str, saved: Any, obj: Any) -> list[str]:
 
 
 def _leaf_kind(obj: Any) -> str | None:
+    if _has(obj, "checkpoint_children"):  # a container first: a Model is a Module too
+        return None
     if isinstance(obj, nn.Module):
         return MODULE
     if _has(obj, "local_state_dict", "load_local_state_dict"):
         return LOCAL
-    if _has(obj, "checkpoint_children"):
-        return None
     if isinstance(obj, torch.Tensor):
         return TENSOR
     if _has(obj, "state_dict", "load_state_dict"):

@@ -41,12 +41,12 @@ _NAMES: dict[str, tuple[str, str]] = {
 }
 
 if TYPE_CHECKING:  # ``X as X``: re-exported names, for type checkers
+    from distrib.checkpoint import PreemptionCheckpointHandler as PreemptionCheckpointHandler
+    from distrib.checkpoint import TerminationConfig as TerminationConfig
     from distrib.comm import (  # noqa: F401
         CommunicationImplementation as CollectiveCommunication,
     )
     from distrib.comm import CommunicationImplementation as CommunicationImplementation
-    from distrib.checkpoint import PreemptionCheckpointHandler as PreemptionCheckpointHandler
-    from distrib.checkpoint import TerminationConfig as TerminationConfig
     from distrib.comm import CommunicationOptions as CommunicationOptions
     from distrib.distribute import partitioners as partitioners
     from distrib.strategies import CentralStorageStrategy as CentralStorageStrategy

@@ -264,3 +264,23 @@ def test_the_encoding_keeps_containers_keys_and_numbers_exactly() -> None:
     assert torch.equal(back[(1, 2)]["t"], torch.ones(2, dtype=torch.int64))
     with pytest.raises(CheckpointError, match="a checkpoint stores tensors"):
         encode({"f": io.BytesIO()}, "x", table.put)
+
+
+def test_a_model_is_saved_with_its_optimizer_metrics_and_step_counter(tmp_path: Path) -> None:
+    # distrib.Model is an nn.Module: a checkpoint still tracks all it holds, not only weights.
+    model = distrib.Model(_net())
+    model.compile(optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                  loss="mse", metrics=["mae"])
+    x, y = np.random.RandomState(0).rand(16, 4), np.random.RandomState(1).rand(16, 1)
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    checkpoint = distrib.Checkpoint(model=model, rng=distrib.checkpoint.RNGState())  # dropout
+    path = checkpoint.save(tmp_path / "ckpt")
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    expected = [p.detach().clone() for p in model.parameters()]
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    status = checkpoint.restore(path)
+    status.assert_consumed()
+    assert {"model/module", "model/optimizer", "model/train_counter", "model/metrics"} \
+        <= set(status.restored)
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    assert all(torch.equal(a, b) for a, b in zip(expected, model.parameters()))

@@ -31,7 +31,7 @@ from distrib.estimator.metrics import metric_of
 from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.session import Agreement, HookRunner, RunSession, set_named, to_numpy
 from distrib.estimator.train_loop import Writers, close_iterator, loss_dtype, next_batch
-from distrib.training.metric_base import Metric, flat_states
+from distrib.training.metric_base import Metric, flat_states, results_from_states
 
 __all__ = ["run_evaluation", "run_prediction", "dict_to_str"]
 
@@ -70,12 +70,9 @@ class _Accumulator:
         out: dict[str, Any] = {}
         pos = 0
         for key, metric in self.metrics.items():
-            states = []
-            for s in metric._states():
-                states.append(flat[pos:pos + s.numel()].view(s.shape))
-                pos += s.numel()
-            value = metric.result_from(states)
-            out[key] = float(value) if value.numel() == 1 else value.tolist()
+            n = flat_states([metric]).numel()
+            out[key] = results_from_states([metric], flat[pos:pos + n])[metric.name]
+            pos += n
         n = len(self.rows)
         rows, weighted = flat[pos:pos + n], flat[pos + n:pos + 2 * n]
         kept = rows > 0

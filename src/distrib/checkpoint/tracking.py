@@ -71,6 +71,8 @@ class Leaf:
             return self.obj.local_state_dict()
         if self.kind == TENSOR:
             return self.obj
+        if isinstance(self.obj, torch.optim.Optimizer):
+            return ext.optimizer_state_dict(self.obj)
         return self.obj.state_dict()
 
     # --------------------------------------------------------------- check
@@ -98,6 +100,8 @@ class Leaf:
         elif self.kind == TENSOR:
             with torch.no_grad():
                 self.obj.copy_(saved)
+        elif isinstance(self.obj, torch.optim.Optimizer):
+            ext.load_optimizer_state_dict(self.obj, saved)
         else:
             self.obj.load_state_dict(saved)
 

@@ -126,7 +126,8 @@ class ExtendedLike(Protocol):
     ``module_state_dict(module)`` is what a checkpoint saves for a module created
     under the strategy and ``load_module_state_dict(module, state)`` loads it back;
     every replica calls both (a strategy that keeps variables elsewhere — parameter
-    servers, shards — answers with what it holds).
+    servers, shards — answers with what it holds).  ``optimizer_state_dict`` and
+    ``load_optimizer_state_dict`` do the same for an optimizer.
     """
 
     @property
@@ -142,6 +143,11 @@ class ExtendedLike(Protocol):
 
     def load_module_state_dict(self, module: torch.nn.Module, state: dict[str, Any]
                                ) -> None: ...
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]: ...
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+                                  state: dict[str, Any]) -> None: ...
 
 
 class StrategyLike(Protocol):

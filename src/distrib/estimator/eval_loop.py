@@ -52,9 +52,7 @@ class _Accumulator:
         self.weighted: list[float] = []
 
     def add(self, spec: Any, rows: int) -> None:
-        for key, entry in spec.eval_metric_ops.items():
-            if isinstance(entry, (tuple, list)) and callable(entry[1]):
-                entry[1]()
+        for key, entry in spec.eval_metric_ops.items():  # updated in the step already
             self.metrics.setdefault(key, metric_of(entry, key))
         loss = float(spec.loss.detach()) if isinstance(spec.loss, torch.Tensor) else \
             float(spec.loss)

@@ -38,7 +38,7 @@ __all__ = [
     "MetricOp", "MetricValue", "UpdateOp", "accuracy", "mean", "mean_squared_error",
     "mean_absolute_error", "root_mean_squared_error", "precision", "recall", "auc",
     "true_positives", "false_positives", "true_negatives", "false_negatives",
-    "precision_at_thresholds", "recall_at_thresholds", "metric_of",
+    "precision_at_thresholds", "recall_at_thresholds", "metric_of", "run_update_ops",
 ]
 
 
@@ -84,6 +84,14 @@ class MetricOp(NamedTuple):
 
     value: MetricValue
     update_op: UpdateOp
+
+
+def run_update_ops(spec: Any) -> None:
+    """Run the ``update_op`` of every ``(value, update_op)`` pair of ``spec.eval_metric_ops``
+    (once per step, inside the replica function)."""
+    for entry in (spec.eval_metric_ops or {}).values():
+        if isinstance(entry, (tuple, list)) and len(entry) == 2 and callable(entry[1]):
+            entry[1]()
 
 
 def metric_of(entry: Any, key: str) -> Metric:

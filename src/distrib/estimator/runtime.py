@@ -29,6 +29,7 @@ from torch import nn
 from distrib.errors import UsageError, explain
 from distrib.estimator.checkpoints import ModelCheckpoints
 from distrib.estimator.functions import fn_args, model_fn_kwargs, verify_model_fn
+from distrib.estimator.metrics import run_update_ops
 from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.objects import ObjectStore
 from distrib.estimator.spec import EstimatorSpec, optimizers_of
@@ -127,6 +128,8 @@ class ModelRuntime:
             raise UsageError(explain("model_fn result", type(spec).__name__,
                                      "model_fn should return an EstimatorSpec",
                                      "return distrib.estimator.EstimatorSpec(mode, ...)"))
+        if mode == ModeKeys.EVAL and not build:
+            run_update_ops(spec)  # in the replica function, as TensorFlow runs them
         return spec
 
     def ensure_built(self, mode: str, features: Any, labels: Any) -> None:

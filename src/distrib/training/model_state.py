@@ -49,11 +49,15 @@ def build_metrics(model: Any, data: Any) -> None:
     data = nest.map_structure(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v,
                               data)
     x, y, sample_weight = unpack_x_y_sample_weight(data)
-    with torch.no_grad():
+
+    def forward() -> None:  # in replica context, where metrics of a strategy are updated
         y_pred = model(x, training=False)
         if model.compiled_loss is not None and y is not None:
             model.compute_loss(x, y, y_pred, sample_weight, training=False)
         model.compute_metrics(x, y, y_pred, sample_weight)
+
+    with torch.no_grad():
+        model.distribute_strategy.extended.call_for_each_replica(forward)
     module.train(was)
     pending = dict(model._restored_metrics)
     model._restored_metrics = {}

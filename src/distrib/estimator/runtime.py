@@ -33,6 +33,7 @@ from distrib.estimator.metrics import run_update_ops
 from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.objects import ObjectStore
 from distrib.estimator.spec import EstimatorSpec, optimizers_of
+from distrib.training.losses import replica_means_scaled_by_caller
 from distrib.training.metric_base import Metric
 
 __all__ = ["ModelRuntime", "BuiltSpec"]
@@ -122,8 +123,9 @@ class ModelRuntime:
         kwargs = model_fn_kwargs(self.args, labels, mode, self.params, self.config)
         self.store.global_step = self.checkpoints.global_step
         self.checkpoints.global_step.fill_(self.step)
-        spec = self.store.call(self.model_fn, kwargs={"features": features, **kwargs},
-                               build=build)
+        with replica_means_scaled_by_caller():  # the step weighs each replica's mean loss
+            spec = self.store.call(self.model_fn, kwargs={"features": features, **kwargs},
+                                   build=build)
         if not isinstance(spec, EstimatorSpec):
             raise UsageError(explain("model_fn result", type(spec).__name__,
                                      "model_fn should return an EstimatorSpec",

@@ -1,0 +1,422 @@
+"""``StrategyExtended``: the library API every strategy configures.
+
+Its public methods (``replica_group``, collectives, running steps, input, modules and
+state, optimizer steps, the scope) are what the other layers call; each delegates to an
+``_underscore`` hook that a strategy file overrides.  :class:`~distrib.strategies.base.Strategy`
+is the user API on top of it.
+
+Example::
+
+    ext = distrib.get_strategy().extended
+    ext.replica_group.num_replicas_in_sync   # 1
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from distrib.comm import collectives
+from distrib.comm.group import Communicator
+from distrib.comm.ops import CommunicationOptions, ReduceOp
+from distrib.distribute import context
+from distrib.distribute.group import ReplicaGroupInfo
+from distrib.distribute.replica_context import ReplicaContext
+from distrib.distribute.sync_on_read import SyncOnReadGroup
+from distrib.distribute.values import Mirrored, unwrap
+from distrib.input import distribute_dataset, distribute_datasets_from_function
+from distrib.strategies._replication import (
+    ModuleTracker,
+    is_replicated,
+    replicate_module,
+    replicated_parameters,
+)
+from distrib.strategies._step_hooks import StepHooks
+
+if TYPE_CHECKING:
+    from distrib.strategies.base import Strategy
+
+__all__ = ["StrategyExtended"]
+
+
+class StrategyExtended:
+    """Library-facing half of a strategy: the replica group, placement and the strategy hooks.
+
+    The public methods below are what the layers above use (input, checkpoints,
+    ``Model``); each calls an ``_underscore`` hook that a strategy overrides to change
+    how it works.  The hooks, and what the synchronous strategies do in them:
+
+    ``_setup_module(module)``
+        a root module created in ``scope()`` when the scope closes (or when ``fit`` runs
+        inside it): move it to the replica's device and attach SUM all-reduce of its
+        gradients (DDP's reducer); for a module already set up, refresh the reducer if
+        its parameters or what trains changed.
+    ``_setup_optimizer(optimizer)``
+        an optimizer about to train replicated modules: nothing to do.
+    ``_manages_optimizer(optimizer)`` / ``_before_optimizer_step`` / ``_after_optimizer_step``
+        optimizer steps a strategy takes over, whoever calls ``optimizer.step()``
+        (``Model.fit`` or a custom loop): torch's global optimizer step hooks call
+        them for the strategies that asked with :meth:`intercept_optimizer_steps`.
+        The synchronous strategies do not ask (DDP reduced the gradients already).
+    ``_module_state_dict(module)`` / ``_load_module_state_dict(module, state)``
+        what a checkpoint saves and loads for a module: its full state dict.
+    ``_distribute_dataset(dataset, options)`` / ``_distribute_datasets_from_function``
+        how input reaches the replicas: each takes its slice of every global batch.
+    ``_call_for_each_replica(fn, args, kwargs, global_batch_size)``
+        how a step runs (``strategy.run`` and ``Model.fit``): once, on this process's
+        replica, in a :class:`ReplicaContext`.
+    ``_execution()``
+        a context around the steps that run as one execution (``steps_per_execution``
+        steps of ``fit``, one call of a ``distrib.function``): nothing to do, every
+        step runs when it is called.
+
+    Args:
+        comm: the replica group's communicator (None for a single replica).
+        device: this replica's device.
+        worker_devices: devices of this worker's replicas, as strings.
+        wrap: whether values are wrapped in ``PerReplica`` (False for one-device strategies).
+        cluster_resolver: the resolver the cluster came from, if any.
+        options: the communication options (bucket size, timeout).
+    """
+
+    def __init__(self, comm: Communicator | None, device: torch.device,
+                 worker_devices: tuple[str, ...], wrap: bool,
+                 cluster_resolver: Any = None,
+                 options: CommunicationOptions | None = None) -> None:
+        self._strategy: Strategy | None = None
+        self._comm = comm
+        self._device = device
+        self._worker_devices = worker_devices
+        self._wrap = wrap
+        self._cluster_resolver = cluster_resolver
+        self._options = options or CommunicationOptions()
+        self._scope_depth = 0
+        self._tracker: ModuleTracker | None = None
+        self._group = _group_of(comm, device, wrap)
+        self._sync_on_read = SyncOnReadGroup(self._group)
+
+    # ----------------------------------------------------------- group facts
+    @property
+    def replica_group(self) -> ReplicaGroupInfo:
+        """This replica's view of the group: sizes, ids, device and small collectives.
+
+        Example:
+            >>> distrib.get_strategy().extended.replica_group.num_replicas_in_sync
+            1
+        """
+        return self._group
+
+    @property
+    def sync_on_read(self) -> SyncOnReadGroup:
+        """The values summed across replicas when ``strategy.run`` returns (metrics).
+
+        Example:
+            >>> len(distrib.get_strategy().extended.sync_on_read)
+            0
+        """
+        return self._sync_on_read
+
+    @property
+    def _num_replicas(self) -> int:
+        return self._group.num_devices_in_sync
+
+    @property
+    def _replica_id(self) -> int:
+        return self._group.replica_id
+
+    @property
+    def should_checkpoint(self) -> bool:
+        """Whether this process should write checkpoints (the chief)."""
+        return self._replica_id == 0
+
+    @property
+    def should_save_summary(self) -> bool:
+        """Whether this process should write summaries and logs (the chief)."""
+        return self._replica_id == 0
+
+    @property
+    def experimental_should_init(self) -> bool:
+        return True
+
+    @property
+    def worker_devices(self) -> tuple[str, ...]:
+        """The devices of this worker's replicas."""
+        return self._worker_devices
+
+    @property
+    def parameter_devices(self) -> tuple[str, ...]:
+        return self._worker_devices
+
+    @property
+    def compiles_steps(self) -> bool:
+        """Whether every step already runs compiled (TPU: by XLA), so ``jit_compile`` adds nothing."""
+        return False
+
+    def _in_multi_worker_mode(self) -> bool:
+        return self._group.num_workers > 1
+
+    # ----------------------------------------------------------- collectives
+    def _guard(self, what: str) -> Any:
+        return self._comm.guard(what) if self._comm is not None else contextlib.nullcontext()
+
+    def reduce_to(self, reduce_op: ReduceOp | str, value: Any, destinations: Any = None,
+                  options: CommunicationOptions | None = None) -> Any:
+        """Reduce ``value`` across replicas; the result is :class:`Mirrored` (TF's ``reduce_to``)."""
+        op = ReduceOp.from_value(reduce_op)
+        if isinstance(value, Mirrored) and op is ReduceOp.MEAN:
+            return value
+        local = unwrap(value)
+        self._group.check_signature("reduce_to", local, ())
+        return Mirrored((self._group.all_reduce(op, local),))
+
+    def batch_reduce_to(self, reduce_op: ReduceOp | str, value_destination_pairs: list[Any],
+                        options: CommunicationOptions | None = None) -> list[Any]:
+        """:meth:`reduce_to` for a list of ``(value, destinations)`` pairs."""
+        return [self.reduce_to(reduce_op, v, d, options) for v, d in value_destination_pairs]
+
+    # ------------------------------------------------------------ running steps
+    def call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                              kwargs: dict[str, Any] | None = None, *,
+                              global_batch_size: int | None = None) -> Any:
+        """Run ``fn`` on this process's replica in replica context; returns its raw result.
+
+        ``args`` and ``kwargs`` are unwrapped to this replica's components.
+        ``global_batch_size``, when the caller knows the number of examples of this
+        step over all replicas, is available to the replica as
+        ``get_replica_context().global_batch_size(...)`` without a collective.
+        """
+        return self._call_for_each_replica(fn, unwrap(tuple(args)), unwrap(kwargs or {}),
+                                           global_batch_size)
+
+    def _call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                               kwargs: dict[str, Any], global_batch_size: int | None) -> Any:
+        strategy = self._strategy
+        assert strategy is not None
+        ctx = ReplicaContext(strategy, self._replica_id, global_batch_size)
+        with context.enter(strategy, ctx), self._guard("running the replica function"):
+            return fn(*args, **kwargs)
+
+    def execution(self) -> contextlib.AbstractContextManager[None]:
+        """A context around steps that form one execution (TF's ``steps_per_execution``).
+
+        ``fit`` runs each group of ``steps_per_execution`` steps in one, and a
+        ``distrib.function`` call is one.  A strategy that compiles its steps (TPU) traces
+        the steps of the outermost execution and runs them as one program when it
+        exits; the others run every step when it is called.  Contexts nest.
+
+        Example::
+
+            with strategy.extended.execution():
+                for _ in range(8):
+                    strategy.run(step, args=(next(iterator),))
+        """
+        return self._execution()
+
+    def _execution(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    # ------------------------------------------------------------------ input
+    def distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
+        """This strategy's distributed form of a globally batched ``dataset``."""
+        return self._distribute_dataset(dataset, options)
+
+    def _distribute_dataset(self, dataset: Any, options: Any) -> Any:
+        return distribute_dataset(dataset, self._group, options)
+
+    def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
+                                          options: Any = None) -> Any:
+        """This strategy's input pipelines built by ``dataset_fn(InputContext)``."""
+        return self._distribute_datasets_from_function(dataset_fn, options)
+
+    def _distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
+                                           options: Any) -> Any:
+        return distribute_datasets_from_function(dataset_fn, self._group, options)
+
+    # ------------------------------------------------------ modules and state
+    def setup_module(self, module: nn.Module) -> None:
+        """Make ``module`` this strategy's (what closing ``scope()`` does to new modules)."""
+        self._setup_module(module)
+
+    def _setup_module(self, module: nn.Module) -> None:
+        group = self._comm.group if self._comm is not None and \
+            self._comm.world_size > 1 else None
+        cap = self._options.bytes_per_pack / 2**20 if self._options.bytes_per_pack else None
+        replicate_module(module, self._device, group, cap, self._guard,
+                         all_gather=self._group.all_gather if group is not None else None)
+
+    def setup_scope_modules(self) -> None:
+        """Set up now the modules created so far in the open ``scope()`` (as closing it will).
+
+        ``Model.fit``, ``evaluate`` and ``predict`` called inside the ``with
+        strategy.scope():`` block that created the model need its modules replicated
+        before the first step.  Every replica must call it.
+        """
+        if self._tracker is not None:
+            for root in self._tracker.roots():
+                self._setup_module(root)
+
+    def refresh_modules(self, root: nn.Module) -> None:
+        """Bring every module of ``root`` this strategy set up in line with what it holds and
+        trains now (layers added, ``requires_grad`` changed).  Every replica calls it."""
+        for module in list(root.modules()):
+            if is_replicated(module):
+                self._setup_module(module)
+
+    def unreplicated_parameters(self, root: nn.Module) -> list[str]:
+        """Names of ``root``'s trainable parameters whose gradients no replica group sums
+        (made outside ``scope()``); empty on a single replica.
+
+        Example:
+            >>> distrib.get_strategy().extended.unreplicated_parameters(torch.nn.Linear(1, 1))
+            []
+        """
+        if self._group.num_replicas_in_sync == 1:  # one replica program (TPU: one per host)
+            return []
+        covered: set[int] = set()
+        for module in root.modules():
+            covered.update(id(p) for p in replicated_parameters(module))
+        return [n for n, p in root.named_parameters() if p.requires_grad and id(p) not in covered]
+
+    def setup_optimizer(self, optimizer: Any) -> Any:
+        """Prepare ``optimizer`` (over this strategy's modules) to train; returns what to use."""
+        return self._setup_optimizer(optimizer)
+
+    def _setup_optimizer(self, optimizer: Any) -> Any:
+        return optimizer
+
+    # -------------------------------------------------------- optimizer steps
+    def intercept_optimizer_steps(self) -> None:
+        """Have :meth:`before_optimizer_step` / :meth:`after_optimizer_step` called around
+        every ``optimizer.step()`` of an optimizer this strategy manages."""
+        StepHooks.add(self)
+
+    def manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether this strategy takes part in ``optimizer``'s steps."""
+        return self._manages_optimizer(optimizer)
+
+    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        return False
+
+    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called before ``optimizer.step()`` updates this strategy's parameters."""
+        self._before_optimizer_step(optimizer)
+
+    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called after ``optimizer.step()`` updated this strategy's parameters."""
+        self._after_optimizer_step(optimizer)
+
+    def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    @property
+    def should_use_with_coordinator(self) -> bool:
+        """Whether training runs through a ``ClusterCoordinator`` (ParameterServerStrategy):
+        ``Model.fit`` then schedules its steps on the workers instead of running them here."""
+        return False
+
+    def sync_buffers(self, root: nn.Module) -> None:
+        """Average the floating-point buffers of ``root``'s replicated modules (BatchNorm's
+        running statistics) over the replicas.  Every replica calls it.
+
+        Each replica updates its buffers from its own batches, as in TensorFlow, where
+        they are ``ON_READ`` variables aggregated by ``MEAN``: reading one outside the
+        replica function gives the replicas' mean.  The running averages are linear, so
+        replacing every replica's copy by the mean at any step changes no later mean; it
+        makes every replica hold, evaluate with and save the value TensorFlow reads.
+        ``fit`` calls it after every epoch, ``evaluate``, ``predict`` and the save methods
+        before they start.
+
+        Example:
+            >>> bn = torch.nn.BatchNorm1d(2)
+            >>> distrib.get_strategy().extended.sync_buffers(bn)   # one replica: nothing to do
+        """
+        if self._group.num_replicas_in_sync == 1:
+            return
+        seen: set[int] = set()
+        buffers = []
+        for module in root.modules():
+            if not is_replicated(module):
+                continue
+            for b in module.buffers():
+                if b.is_floating_point() and id(b) not in seen:
+                    seen.add(id(b))
+                    buffers.append(b)
+        if not buffers:
+            return
+        with torch.no_grad():
+            means = self._group.all_reduce(ReduceOp.MEAN, [b.detach() for b in buffers])
+            for b, mean in zip(buffers, means):
+                b.copy_(mean)
+
+    def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        """What a checkpoint saves for ``module`` (every replica calls; all hold it)."""
+        self.sync_buffers(module)
+        return self._module_state_dict(module)
+
+    def _module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        return dict(module.state_dict())
+
+    def load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
+        """Load what :meth:`module_state_dict` saved into ``module``, on every replica."""
+        self._load_module_state_dict(module, state)
+
+    def _load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
+        module.load_state_dict(state)
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """What a checkpoint saves for ``optimizer`` (``optimizer.state_dict()`` unless the
+        strategy keeps its state elsewhere, e.g. on parameter servers)."""
+        return self._optimizer_state_dict(optimizer)
+
+    def _optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        return dict(optimizer.state_dict())
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+                                  state: dict[str, Any]) -> None:
+        """Load what :meth:`optimizer_state_dict` saved into ``optimizer``."""
+        self._load_optimizer_state_dict(optimizer, state)
+
+    def _load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+                                   state: dict[str, Any]) -> None:
+        optimizer.load_state_dict(state)
+
+    # ------------------------------------------------------------------ scope
+    def _enter_scope(self) -> None:
+        self._scope_depth += 1
+        if self._scope_depth == 1:
+            self._tracker = ModuleTracker()
+            self._tracker.start()
+
+    def _exit_scope(self) -> None:
+        self._scope_depth -= 1
+        if self._scope_depth == 0 and self._tracker is not None:
+            roots = self._tracker.stop()
+            self._tracker = None
+            for root in roots:
+                self._setup_module(root)
+
+
+def _group_of(comm: Communicator | None, device: torch.device, wrap: bool
+              ) -> ReplicaGroupInfo:
+    """The :class:`ReplicaGroupInfo` of a communicator (a group of one without one)."""
+    if comm is None or comm.world_size == 1:
+        return ReplicaGroupInfo.single(device, wrap_per_replica=wrap)
+    plan = comm.plan
+    return ReplicaGroupInfo(
+        num_replicas_in_sync=comm.world_size, replica_id=comm.rank,
+        num_workers=plan.num_workers, worker_index=plan.id_in_cluster,
+        local_replicas=plan.local_world_size, local_replica_id=plan.local_rank,
+        device=device, wrap_per_replica=wrap,
+        all_reduce_sum=lambda t: collectives.all_reduce(comm, ReduceOp.SUM, t),
+        all_reduce=lambda op, value: collectives.all_reduce_nest(comm, op, value),
+        all_gather=lambda t, axis: collectives.all_gather(comm, t, axis),
+        check_signature=lambda what, value, free: collectives.check_same_signature(
+            comm, what, value, free),
+        checkpoint_group=comm.io_group)

@@ -106,7 +106,10 @@ class Map(_Passthrough):
         return Dataset._spec(self)
 
     def _batch_info(self) -> tuple[bool, int | None, bool]:
-        return self._input._batch_info()
+        # A map may change the number of rows: after it the batch size is known only
+        # when every batch is full (TF's compute_batch_size does the same).
+        batched, size, drop = self._input._batch_info()
+        return (batched, size if drop else None, drop)
 
 
 class Filter(_Passthrough):

@@ -4,10 +4,11 @@
 :class:`~distrib.data.TextLineDataset`, or an ``interleave``/``flat_map`` over
 ``list_files`` — and gives worker ``i`` every ``W``-th file (a shuffle of the
 file names applies after the shard, as in TF).  ``HINT`` replaces
-``shard(SHARD_HINT, SHARD_HINT)`` placeholders.  ``DATA`` and ``OFF`` change
-nothing here: DATA is applied by the step plan (each worker keeps its slice of
-every global batch), OFF reads everything everywhere.  ``AUTO`` is FILE when a
-reader is found, else DATA.
+``shard(SHARD_HINT, SHARD_HINT)`` placeholders.  ``DATA`` changes nothing
+here: the step plan gives each worker its slice of every global batch.  ``OFF``
+reads everything everywhere.  ``AUTO`` is FILE when a reader is found, else
+DATA — on one worker too, where FILE shards nothing but decides how batches
+are split (see :mod:`distrib.input.plan`).
 
 Example:
     >>> ds = Dataset.range(8).batch(4)
@@ -83,8 +84,25 @@ def hint_shard(dataset: Dataset, num_shards: int, index: int) -> tuple[Dataset, 
         found = found or hit
     out = dataset._replace_inputs(tuple(new_inputs)) if found else dataset
     if isinstance(dataset, Shard) and dataset.is_hint:
+        n = out._inputs[0]._card()
+        if 0 < n < num_shards:   # TF's shard here needs an element for every shard
+            raise DataError(explain(
+                "shard(SHARD_HINT, SHARD_HINT)", f"{n} element(s)",
+                "There aren't enough elements in this dataset for each shard to have at least "
+                f"one element (# elems = {n}, # shards = {num_shards})",
+                "give every worker at least one element, or use AutoShardPolicy.DATA"))
         return Shard(out._inputs[0], num_shards, index), True
     return out, found
+
+
+def _hint_error(policy: AutoShardPolicy) -> DataError:
+    return DataError(explain(
+        "auto_shard_policy", f"AutoShardPolicy.{policy.name}",
+        "`tf.data.Dataset.shard(SHARD_HINT, ...)` can only be used in "
+        "`tf.distribute.Strategy.experimental_distribute_dataset()` with "
+        "`tf.data.experimental.AutoShardPolicy.HINT` policy",
+        "set options.experimental_distribute.auto_shard_policy = AutoShardPolicy.HINT, or "
+        "shard explicitly"))
 
 
 def apply_policy(dataset: Dataset, policy: AutoShardPolicy, num_workers: int,
@@ -92,31 +110,36 @@ def apply_policy(dataset: Dataset, policy: AutoShardPolicy, num_workers: int,
     """Rewrite ``dataset`` for worker ``worker_index`` of ``num_workers``.
 
     Returns the dataset this worker reads and the policy in effect: DATA when
-    each worker must keep its slice of the whole pipeline's batches, OFF when it
-    reads the whole (possibly rewritten) pipeline as its own.
+    each worker keeps its slice of the whole pipeline's batches; OFF, FILE or
+    HINT when it reads the (possibly rewritten) pipeline as its own.  On one
+    worker nothing is rewritten, but the policy in effect still decides how
+    batches are split.  Raises :class:`DataError` with TF's text for a
+    ``SHARD_HINT`` placeholder under another policy, and for FILE on several
+    workers when no file reader is found.
 
     Example:
         >>> apply_policy(Dataset.range(4), AutoShardPolicy.OFF, 2, 0)[1]
         <AutoShardPolicy.OFF: -1>
     """
-    if num_workers == 1:
-        return dataset, AutoShardPolicy.OFF
-    if policy == AutoShardPolicy.OFF:
-        return dataset, AutoShardPolicy.OFF
-    if policy == AutoShardPolicy.DATA:
-        return dataset, AutoShardPolicy.DATA
+    hinted, has_hint = hint_shard(dataset, num_workers, worker_index)
     if policy == AutoShardPolicy.HINT:
-        rewritten, _ = hint_shard(dataset, num_workers, worker_index)
-        return rewritten, AutoShardPolicy.HINT
+        return hinted, AutoShardPolicy.HINT
+    if has_hint:
+        raise _hint_error(policy)
+    if policy in (AutoShardPolicy.OFF, AutoShardPolicy.DATA):
+        return dataset, policy
     sharded = file_shard(dataset, num_workers, worker_index)
     if sharded is not None:
-        return sharded, AutoShardPolicy.FILE
+        return (dataset if num_workers == 1 else sharded), AutoShardPolicy.FILE
     if policy == AutoShardPolicy.FILE:
+        if num_workers == 1:
+            return dataset, AutoShardPolicy.FILE
         raise DataError(explain(
             "auto_shard_policy", "AutoShardPolicy.FILE",
-            "found no file reader to shard (a TextLineDataset, or interleave/flat_map over "
-            "list_files)",
+            "Found an unshardable source dataset: no file reader (a TextLineDataset, or "
+            "interleave/flat_map over list_files)",
             "use AutoShardPolicy.DATA (every worker keeps its slice of each batch) or OFF"))
-    _log.info("AUTO sharding policy will apply DATA sharding policy as it failed to apply FILE "
-              "sharding policy: the pipeline reads no files.")
+    if num_workers > 1:
+        _log.info("AUTO sharding policy will apply DATA sharding policy as it failed to apply "
+                  "FILE sharding policy: the pipeline reads no files.")
     return dataset, AutoShardPolicy.DATA

@@ -38,7 +38,7 @@ from distrib.input import (
     distribute_datasets_from_function,
     make_plan,
 )
-from tests.input.golden.generate import LAYOUTS, parse_key, write_files
+from tests.input.golden.grid import LAYOUTS, parse_key, write_files
 from tests.input.helpers import as_lists
 
 GOLDEN = Path(__file__).parent / "golden" / "tf_input.json"

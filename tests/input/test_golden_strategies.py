@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.input.golden.generate import parse_key
+from tests.input.golden.grid import parse_key
 from tests.input.test_golden import ISSUE_CASES, golden
 from tests.support import localhost_cluster, run_python, start_cluster, wait_all
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import torch  # noqa: E402
 
 import distrib  # noqa: E402
-from tests.input.golden.generate import parse_key  # noqa: E402
+from tests.input.golden.grid import parse_key  # noqa: E402
 from tests.input.helpers import as_lists  # noqa: E402
 from tests.input.test_golden import distributed, value  # noqa: E402
 

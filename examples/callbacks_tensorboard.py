@@ -48,24 +48,24 @@ def main() -> None:
     strategy = distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"])
     (x_train, y_train), (x_test, y_test) = digits.load_data(data_format="channels_first")
     torch.manual_seed(0)
-    with strategy.scope():
+    with strategy.scope():  # the seeds' pattern: build, compile and train in the scope
         model = distrib.Model(nn.Sequential(
             nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
             nn.Linear(128, 10)))
         model.compile(optimizer="adam", loss=distrib.losses.SparseCategoricalCrossentropy(
             from_logits=True), metrics=["accuracy"])
-    callbacks = [
-        distrib.callbacks.TensorBoard(log_dir=str(out / "logs")),
-        distrib.callbacks.ModelCheckpoint(filepath=str(out / "ckpt_{epoch}.pt"),
-                                          save_weights_only=True),
-        distrib.callbacks.LearningRateScheduler(decay),
-        distrib.callbacks.EarlyStopping(monitor="val_loss", patience=3,
-                                        restore_best_weights=True),
-        distrib.callbacks.CSVLogger(str(out / "history.csv")),
-        PrintLR(),
-    ]
-    model.fit(x_train, y_train, batch_size=64, epochs=args.epochs,
-              validation_data=(x_test, y_test), callbacks=callbacks, verbose=2)
+        callbacks = [
+            distrib.callbacks.TensorBoard(log_dir=str(out / "logs")),
+            distrib.callbacks.ModelCheckpoint(filepath=str(out / "ckpt_{epoch}.pt"),
+                                              save_weights_only=True),
+            distrib.callbacks.LearningRateScheduler(decay),
+            distrib.callbacks.EarlyStopping(monitor="val_loss", patience=3,
+                                            restore_best_weights=True),
+            distrib.callbacks.CSVLogger(str(out / "history.csv")),
+            PrintLR(),
+        ]
+        model.fit(x_train, y_train, batch_size=64, epochs=args.epochs,
+                  validation_data=(x_test, y_test), callbacks=callbacks, verbose=2)
 
 
 if __name__ == "__main__":

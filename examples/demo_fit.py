@@ -51,15 +51,15 @@ def main() -> None:
     (x_train, y_train), (x_test, y_test) = digits.load_data(data_format="channels_first")
     x_train, y_train = augment(x_train, y_train)
     torch.manual_seed(0)
-    with strategy.scope():
+    with strategy.scope():  # the seeds' pattern: build, compile and train in the scope
         model = distrib.Model(build_cnn())
         model.compile(optimizer="adam",
                       loss=distrib.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])
-    model.fit(x_train, y_train, batch_size=GLOBAL_BATCH, epochs=EPOCHS,
-              validation_data=(x_test, y_test),
-              callbacks=[distrib.callbacks.TensorBoard(log_dir="logs")])
-    loss, accuracy = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
+        model.fit(x_train, y_train, batch_size=GLOBAL_BATCH, epochs=EPOCHS,
+                  validation_data=(x_test, y_test),
+                  callbacks=[distrib.callbacks.TensorBoard(log_dir="logs")])
+        loss, accuracy = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
     if chief:
         print(f"Test loss: {loss:.4f} - Test accuracy: {accuracy:.4f} "
               f"({len(x_test)} images, {time.perf_counter() - start:.0f}s in all)")

@@ -30,7 +30,7 @@ def build_and_compile_cnn_model() -> distrib.Model:
         nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(64 * 5 * 5, 64), nn.ReLU(), nn.Linear(64, 10)))
-    model.compile(optimizer=torch.optim.SGD(model.module.parameters(), lr=0.05, momentum=0.9),
+    model.compile(optimizer=torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
                   loss=distrib.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     return model
@@ -49,8 +49,8 @@ def main() -> None:
     torch.manual_seed(0)
     with strategy.scope():
         model = build_and_compile_cnn_model()
-    history = model.fit(dataset, epochs=args.epochs, verbose=2)
-    _, accuracy = model.evaluate(x_test, y_test, batch_size=global_batch, verbose=0)
+        history = model.fit(dataset, epochs=args.epochs, verbose=2)
+        _, accuracy = model.evaluate(x_test, y_test, batch_size=global_batch, verbose=0)
     if strategy.extended.should_save_summary:
         print(f"workers={strategy.num_replicas_in_sync} "
               f"final loss={history.history['loss'][-1]:.4f} test accuracy={accuracy:.4f}")

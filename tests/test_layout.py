@@ -26,9 +26,13 @@ def test_only_the_tpu_strategy_engine_imports_torch_xla() -> None:
 
 
 def test_nothing_is_unpickled_from_the_network() -> None:
-    # torch's *_object collectives pickle on one rank and unpickle on the others.
-    pattern = re.compile(r"_object\(|_object_list\(|import pickle|pickle\.loads|"
-                         r"torch\.distributed\.rpc")
+    # torch's *_object collectives pickle on one rank and unpickle on the others.  The one
+    # exception is rpc/pickling.py: the functions ParameterServerStrategy's chief sends to
+    # its workers, unpickled only after their MAC with the cluster's secret was verified
+    # over the whole message (rpc/transport.py; tests/coordinator/test_rpc.py).
+    pattern = re.compile(r"(gather|broadcast|scatter|send|recv)_object(_list)?\(|"
+                         r"import pickle|pickle\.loads|torch\.distributed\.rpc")
     offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
-                 if pattern.search(p.read_text())]
+                 if pattern.search(p.read_text())
+                 and p.relative_to(SRC).as_posix() != "rpc/pickling.py"]
     assert offenders == [], f"pickle-based communication in: {offenders}"

@@ -45,29 +45,37 @@ _EXPORTS: dict[str, str] = {
                      "has_strategy", "in_cross_replica_context"], "distrib.distribute"),
     **dict.fromkeys(["AutoShardPolicy", "InputContext", "InputOptions",
                      "InputReplicationMode"], "distrib.input"),
-    **dict.fromkeys(["MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-                     "Strategy", "StrategyExtended", "TPUStrategy"], "distrib.strategies"),
+    **dict.fromkeys(["CentralStorageStrategy", "MirroredStrategy",
+                     "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
+                     "ParameterServerStrategy", "Strategy", "StrategyExtended",
+                     "TPUStrategy"], "distrib.strategies"),
+    **dict.fromkeys(["FixedShardsPartitioner", "MaxSizePartitioner", "MinSizePartitioner"],
+                    "distrib.distribute.partitioners"),
     **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics", "optimizers"],
                     "distrib.training"),
 }
-_SUBMODULES = {"cluster", "comm", "config", "data", "datasets", "distribute", "errors", "input",
-               "mixed_precision", "nest", "strategies", "tpu", "training"}
+_SUBMODULES = {"cluster", "comm", "config", "coordinator", "data", "datasets", "distribute", "errors", "experimental", "input", "mixed_precision", "models", "nest", "rpc", "strategies", "tpu", "training", "utils"}
 
 if TYPE_CHECKING:
     from distrib import (
         cluster,
         comm,
         config,
+        coordinator,
         data,
         datasets,
         distribute,
         errors,
+        experimental,
         input,
         mixed_precision,
+        models,
         nest,
+        rpc,
         strategies,
         tpu,
         training,
+        utils,
     )
     from distrib.comm import CommunicationImplementation, CommunicationOptions, ReduceOp
     from distrib.distribute import (
@@ -84,11 +92,18 @@ if TYPE_CHECKING:
         in_cross_replica_context,
         scale_regularization_loss,
     )
+    from distrib.distribute.partitioners import (
+        FixedShardsPartitioner,
+        MaxSizePartitioner,
+        MinSizePartitioner,
+    )
     from distrib.input import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
     from distrib.strategies import (
+        CentralStorageStrategy,
         MirroredStrategy,
         MultiWorkerMirroredStrategy,
         OneDeviceStrategy,
+        ParameterServerStrategy,
         Strategy,
         StrategyExtended,
         TPUStrategy,
@@ -121,13 +136,15 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AutoShardPolicy", "CommunicationImplementation", "CommunicationOptions",
-    "DistributedValues", "InputContext", "InputOptions", "InputReplicationMode", "Mirrored",
-    "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-    "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "StrategyExtended", "TPUStrategy",
-    "ValueContext", "callbacks", "cluster", "comm", "compute_average_loss", "config", "data",
-    "datasets", "distribute", "errors", "experimental_set_strategy", "function",
-    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context", "input",
-    "losses", "metrics", "mixed_precision", "nest", "optimizers", "scale_regularization_loss",
-    "strategies", "tpu", "training"
+    "AutoShardPolicy", "CentralStorageStrategy", "CommunicationImplementation",
+    "CommunicationOptions", "DistributedValues", "FixedShardsPartitioner", "InputContext",
+    "InputOptions", "InputReplicationMode", "MaxSizePartitioner", "MinSizePartitioner",
+    "Mirrored", "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy",
+    "OneDeviceStrategy", "ParameterServerStrategy", "PerReplica", "ReduceOp", "ReplicaContext",
+    "Strategy", "StrategyExtended", "TPUStrategy", "ValueContext", "callbacks", "cluster",
+    "comm", "compute_average_loss", "config", "coordinator", "data", "datasets", "distribute",
+    "errors", "experimental", "experimental_set_strategy", "function", "get_replica_context",
+    "get_strategy", "has_strategy", "in_cross_replica_context", "input", "losses", "metrics",
+    "mixed_precision", "models", "nest", "optimizers", "rpc", "scale_regularization_loss",
+    "strategies", "tpu", "training", "utils"
 ]

@@ -26,10 +26,13 @@ __all__ = [
     "ConfigError",
     "UsageError",
     "ContextError",
+    "ScopeError",
     "InvalidTypeError",
     "PeerLostError",
     "CollectiveTimeoutError",
     "DataError",
+    "RemoteError",
+    "CancelledError",
     "explain",
 ]
 
@@ -54,6 +57,13 @@ class ContextError(DistribError, RuntimeError):
     """A function was called in the wrong context (scope, replica or cross-replica)."""
 
 
+class ScopeError(ContextError, ValueError):
+    """A model or module is used under a strategy whose ``scope()`` did not create it.
+
+    TensorFlow raises ``ValueError`` here; the class is also a :class:`ContextError`.
+    """
+
+
 class PeerLostError(DistribError, RuntimeError):
     """Another task of the cluster died or stopped answering.
 
@@ -73,6 +83,24 @@ class CollectiveTimeoutError(PeerLostError):
 
 class DataError(DistribError, ValueError):
     """A dataset cannot be used the way it was asked (bad batch size, sharding, ...)."""
+
+
+class RemoteError(DistribError, RuntimeError):
+    """A function failed on another task (a scheduled function on a worker, a call to a ps).
+
+    Attributes:
+        type_name: the name of the exception type raised there (``"ZeroDivisionError"``).
+        remote_traceback: the traceback printed there, as text.
+    """
+
+    def __init__(self, message: str, type_name: str = "", remote_traceback: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.remote_traceback = remote_traceback
+
+
+class CancelledError(DistribError, RuntimeError):
+    """A scheduled function was cancelled (TF's ``tf.errors.CancelledError``)."""
 
 
 def _show(value: Any) -> str:

@@ -137,7 +137,7 @@ TF_CONFIG_CASES = [
     with_tf_config("tf-config-rpc-layer-a-number", tf_config(W2, rpc_layer=5),
                    ["TF_CONFIG rpc_layer = 5"]),
     with_tf_config("tf-config-ps-task", tf_config({"worker": ["h0:1"], "ps": ["h1:1"]}, "ps"),
-                   ["'ps:0'", "ParameterServerStrategy is not available"]),
+                   ["'ps:0'", "only ParameterServerStrategy has ps tasks"]),
     with_tf_config("tf-config-chief-address-not-on-this-machine",
                    tf_config({"worker": ["192.0.2.1:2222", "127.0.0.1:2223"]}),
                    ["'192.0.2.1:2222'", "an address of this machine"]),

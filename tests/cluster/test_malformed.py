@@ -154,5 +154,5 @@ def test_ps_task_asking_for_a_plan(monkeypatch: pytest.MonkeyPatch) -> None:
         resolver.process_plan(1)          # ... but no strategy can use a ps task
     message = str(info.value)
     assert message.startswith("TF_CONFIG task.type = 'ps:0'")
-    assert "ParameterServerStrategy is not available in this release" in message
-    assert "Fix: remove the 'ps' job" in message
+    assert "only ParameterServerStrategy has ps tasks" in message
+    assert "Fix: create distrib.ParameterServerStrategy()" in message

@@ -98,8 +98,8 @@ def test_ps_task_has_no_plan() -> None:
     with pytest.raises(ConfigError) as info:
         plan_for_task(FULL, "ps", 1)
     text = str(info.value)
-    assert "'ps:1'" in text and "ParameterServerStrategy is not available" in text
-    assert "Fix: remove the 'ps' job" in text
+    assert "'ps:1'" in text and "only ParameterServerStrategy has ps tasks" in text
+    assert "Fix: create distrib.ParameterServerStrategy()" in text
 
 
 def test_no_cluster_and_local_plan() -> None:

@@ -1,7 +1,9 @@
 """Oracle contract: every strategy ends where one process on the global batch ends.
 
 One custom-loop program (programs/custom_loop.py) runs unchanged under OneDeviceStrategy,
-MirroredStrategy(["cpu:0", "cpu:1"]) and MultiWorkerMirroredStrategy with two TF_CONFIG
+MirroredStrategy(["cpu:0", "cpu:1"]), CentralStorageStrategy(["cpu:0", "cpu:1"]) (gradients
+reduced onto the chief, one update there, values broadcast) and
+MultiWorkerMirroredStrategy with two TF_CONFIG
 workers; it trains the seeds' MLP and CNN in float64 and float32 for 20 steps.
 """
 
@@ -35,13 +37,13 @@ def _compare(oracle: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["one_device", "mirrored"])
+@pytest.mark.parametrize("kind", ["one_device", "mirrored", "central_storage"])
 def test_single_machine_strategies_match_oracle(kind: str, oracle: dict[str, torch.Tensor],
                                                 tmp_path: Path) -> None:
     out = tmp_path / "params.pt"
     proc = run_python([PROGRAM, kind, str(out)])
     assert proc.returncode == 0, proc.stderr[-4000:]
-    expected_replicas = 2 if kind == "mirrored" else 1
+    expected_replicas = 1 if kind == "one_device" else 2
     assert proc.stdout.count(f"done replicas={expected_replicas}") == expected_replicas
     _compare(oracle, torch.load(out, weights_only=True))
 

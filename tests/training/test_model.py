@@ -286,16 +286,3 @@ def test_jit_compile_trains_like_eager() -> None:
     assert compiled._compiled_call is not None
     jit = compiled.fit(x, y, batch_size=16, epochs=2, verbose=0, shuffle=False).history
     assert jit["loss"] == pytest.approx(eager["loss"], rel=1e-5)
-
-
-def test_a_module_created_outside_the_scope_is_refused_on_several_replicas() -> None:
-    from types import SimpleNamespace
-
-    from distrib.training.fit_loop import _check_replicated
-
-    model = _model()
-    model._strategy = SimpleNamespace(num_replicas_in_sync=2)
-    with pytest.raises(ContextError, match="created outside `strategy.scope\\(\\)`"):
-        _check_replicated(model)
-    object.__setattr__(model.module, "_distrib_replicated", True)  # as the scope marks it
-    _check_replicated(model)

@@ -23,7 +23,9 @@ __all__ = [
     "TORCHRUN_VARIABLES",
     "SLURM_VARIABLES",
     "LOCAL_REPLICA_VARIABLES",
+    "CLUSTER_SECRET",
     "get",
+    "cluster_secret",
     "tf_config_text",
     "torchrun_variables",
     "slurm_variables",
@@ -50,6 +52,20 @@ LOCAL_REPLICA_VARIABLES = (
     "DISTRIB_LOCAL_RANK", "DISTRIB_LOCAL_WORLD_SIZE", "DISTRIB_MASTER_ADDR",
     "DISTRIB_MASTER_PORT", "DISTRIB_RANDOM_STATE",
 )
+
+
+#: The secret every task of a parameter-server cluster shares (``distrib run`` sets it).
+CLUSTER_SECRET = "DISTRIB_CLUSTER_SECRET"
+
+
+def cluster_secret() -> str | None:
+    """The cluster's shared secret (``DISTRIB_CLUSTER_SECRET``), None when unset or empty.
+
+    Example::
+
+        cluster_secret()    # '3f9a...' on a task started by `distrib run --cluster ...`
+    """
+    return os.environ.get(CLUSTER_SECRET) or None
 
 
 def get(name: str) -> str | None:

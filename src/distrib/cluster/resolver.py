@@ -7,8 +7,8 @@ drives ``L`` local replicas (one process each):
 
 * global rank ``id_in_cluster * L + local_rank``, world size ``W * L``;
 * the rendezvous at the chief's address (``chief:0``, else ``worker:0``);
-* an evaluator forms its own local group; a ``ps`` task has no place (no
-  parameter-server strategy in this release).
+* an evaluator forms its own local group; a ``ps`` task has no place in a replica
+  group (only ParameterServerStrategy uses ps tasks, without a process plan).
 
 Example:
     >>> r = SimpleClusterResolver(ClusterSpec({"worker": ["h0:2222", "h1:2222"]}),
@@ -102,8 +102,9 @@ def local_plan(local_replicas: int = 1, local_rank: int = 0, master_port: int = 
 
 def _ps_error(what: str, task_id: int) -> ConfigError:
     return ConfigError(explain(
-        what, f"ps:{task_id}", "this task is a parameter server, and ParameterServerStrategy "
-        "is not available in this release of distrib (no strategy has ps tasks)",
+        what, f"ps:{task_id}", "this task is a parameter server: only ParameterServerStrategy "
+        "has ps tasks (the synchronous strategies have no place for one)",
+        "create distrib.ParameterServerStrategy() in the program (every task runs it), or "
         "remove the 'ps' job from the cluster and train with MultiWorkerMirroredStrategy "
         "on the 'chief'/'worker' tasks"))
 

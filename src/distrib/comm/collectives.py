@@ -36,7 +36,7 @@ from distrib.errors import UsageError, explain
 from distrib.nest import tree_flatten, tree_unflatten
 
 __all__ = ["all_reduce", "all_reduce_nest", "all_gather", "barrier", "check_same_signature",
-           "signature_of"]
+           "signature_of", "reduce_to_chief", "broadcast_", "sum_gradient_bucket"]
 
 
 def _raw_all_reduce(comm: Communicator, t: torch.Tensor, what: str = "all_reduce") -> torch.Tensor:
@@ -44,6 +44,23 @@ def _raw_all_reduce(comm: Communicator, t: torch.Tensor, what: str = "all_reduce
     with comm.guard(what):
         dist.all_reduce(t, op=dist.ReduceOp.SUM, group=comm.group)
     return t
+
+
+def sum_gradient_bucket(group: Any, bucket: dist.GradBucket
+                        ) -> torch.futures.Future[torch.Tensor]:
+    """A DDP communication hook: SUM one gradient bucket over ``group``, asynchronously.
+
+    DDP's own hook averages; distrib sums because the loss is already scaled by the
+    global batch size (TensorFlow's rule).
+
+    Example::
+
+        torch_adapter.register_comm_hook(ddp, group, sum_gradient_bucket)
+    """
+    work = dist.all_reduce(bucket.buffer(), group=group, async_op=True)
+    assert work is not None
+    fut: torch.futures.Future[torch.Tensor] = work.get_future().then(lambda f: f.value()[0])
+    return fut
 
 
 class _AllReduce(torch.autograd.Function):
@@ -141,6 +158,34 @@ def all_gather(comm: Communicator, t: torch.Tensor, axis: int) -> torch.Tensor:
         result: torch.Tensor = _AllGather.apply(comm, axis, t)  # type: ignore[no-untyped-call]
         return result
     return _raw_all_gather(comm, t, axis)[0]
+
+
+def reduce_to_chief(comm: Communicator, t: torch.Tensor) -> torch.Tensor:
+    """SUM of ``t`` over all replicas, on replica 0 (in place; other replicas' ``t`` is undefined).
+
+    Example (two replicas passing ``torch.tensor([1.])`` and ``torch.tensor([2.])``)::
+
+        reduce_to_chief(comm, t)      # replica 0: tensor([3.])
+    """
+    if comm.world_size == 1:
+        return t
+    with comm.guard("reduce to the chief"):
+        dist.reduce(t, dst=0, op=dist.ReduceOp.SUM, group=comm.group)
+    return t
+
+
+def broadcast_(comm: Communicator, t: torch.Tensor, src: int = 0) -> torch.Tensor:
+    """Overwrite ``t`` on every replica with replica ``src``'s (in place).
+
+    Example (two replicas)::
+
+        broadcast_(comm, t)           # every replica: replica 0's t
+    """
+    if comm.world_size == 1:
+        return t
+    with comm.guard("broadcast"):
+        dist.broadcast(t, src=src, group=comm.group)
+    return t
 
 
 def barrier(comm: Communicator, what: str = "barrier") -> None:

@@ -9,6 +9,8 @@ moved and which torch versions are known to work (:data:`CHECKED_ON`):
 - The ``DistributedDataParallel`` instance that ``replicate`` keeps in its state, to
   register a communication hook (distrib all-reduces gradients with a SUM, not DDP's
   mean), and DDP's run-time check of the hook's annotations.
+- The parameter list, the DDP instance and the no-sync flag of that state, to give a
+  replicated module a new reducer when what trains changes (:func:`replace_reducer`).
 - The state ``torch.amp.GradScaler`` keeps on the device — its scale, its count of finite
   steps and the found-inf flags of the current step — so that loss scaling reads and
   adjusts them without a host synchronisation (:func:`grad_scaler_tensors`,
@@ -42,7 +44,8 @@ from torch import nn
 from distrib.errors import DistribError, explain
 
 __all__ = ["CHECKED_ON", "TorchAPIError", "check", "replicate", "register_comm_hook",
-           "gradients_all_reduced", "grad_scaler_tensors", "grad_scaler_found_inf"]
+           "gradients_all_reduced", "grad_scaler_tensors", "grad_scaler_found_inf",
+           "replace_reducer"]
 
 #: torch releases on which every entry of this module was checked (by its test).
 CHECKED_ON: tuple[str, ...] = ("2.9.0", "2.13.0", "2.14.1")
@@ -85,11 +88,16 @@ def check() -> None:
     replicate_fn = _private(_REPLICATE)
     if not callable(getattr(replicate_fn, "state", None)):
         raise _moved(".".join(_REPLICATE) + ".state", "missing")
-    state_cls = getattr(importlib.import_module(_REPLICATE[0]), "_ReplicateState", None)
-    if not callable(getattr(state_cls, "lazy_init", None)):
+    state_cls: Any = getattr(importlib.import_module(_REPLICATE[0]), "_ReplicateState", None)
+    if state_cls is None or not callable(getattr(state_cls, "lazy_init", None)):
         raise _moved(".".join(_REPLICATE) + ".state(module).lazy_init", "missing")
-    if not callable(getattr(nn.parallel.DistributedDataParallel, "register_comm_hook", None)):
-        raise _moved("DistributedDataParallel.register_comm_hook", "missing")
+    fresh = state_cls()
+    for field in ("_param_list", "_no_sync"):
+        if not hasattr(fresh, field):
+            raise _moved(".".join(_REPLICATE) + f".state(module).{field}", "missing")
+    for method in ("register_comm_hook", "_remove_autograd_hooks"):
+        if not callable(getattr(nn.parallel.DistributedDataParallel, method, None)):
+            raise _moved(f"DistributedDataParallel.{method}", "missing")
     _check_grad_scaler()
 
 
@@ -189,6 +197,43 @@ def register_comm_hook(ddp: nn.parallel.DistributedDataParallel, state: Any,
     comm_hook.__annotations__ = {"state": object, "bucket": dist.GradBucket,
                                  "return": torch.futures.Future[torch.Tensor]}
     ddp.register_comm_hook(state, comm_hook)
+
+
+def replace_reducer(module: nn.Module, params: list[nn.Parameter],
+                    make_ddp: Callable[[nn.ParameterList],
+                                       nn.parallel.DistributedDataParallel] | None) -> None:
+    """Give ``module`` (replicated by :func:`replicate`) a new gradient reducer.
+
+    The old reducer's autograd hooks are removed; ``make_ddp`` builds the new
+    ``DistributedDataParallel`` over ``params`` (a collective: every rank calls this with
+    the same parameters). With ``make_ddp=None`` nothing is reduced any more: forward
+    passes stop preparing a reduction (nothing trains).
+
+    Example (on every rank, after some layers were unfrozen)::
+
+        torch_adapter.replace_reducer(net, list(net.parameters()),
+                                      lambda ps: DistributedDataParallel(ps, process_group=g))
+    """
+    replicate_fn = _private(_REPLICATE)
+    state = replicate_fn.state(module)
+    try:
+        state._ddp._remove_autograd_hooks()
+        if len(params) != len(state._param_list) or any(
+                a is not b for a, b in zip(params, state._param_list)):
+            state._param_list = nn.ParameterList(params)
+        if make_ddp is None:
+            state._no_sync = True
+            return
+        ddp = make_ddp(state._param_list)
+        state._ddp = ddp
+        if hasattr(state, "_ddp_weakref"):
+            state._ddp_weakref = weakref.ref(ddp)
+        state._no_sync = False
+    except AttributeError as e:
+        raise _moved(".".join(_REPLICATE) + ".state(module)", f"changed ({e})") from e
+    for p in params:
+        if p.requires_grad:
+            _ALL_REDUCED[id(p)] = weakref.ref(p, _forgetter(id(p)))
 
 
 def grad_scaler_tensors(scaler: torch.amp.GradScaler

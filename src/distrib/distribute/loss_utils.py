@@ -41,7 +41,7 @@ def compute_average_loss(per_example_loss: torch.Tensor,
     if not isinstance(per_example_loss, torch.Tensor):
         per_example_loss = torch.as_tensor(per_example_loss)
     if sample_weight is not None:
-        per_example_loss = per_example_loss * sample_weight
+        per_example_loss = per_example_loss * _weights_for(per_example_loss, sample_weight)
     if global_batch_size is None:
         replicas = _programs()
         local = per_example_loss.shape[0] if per_example_loss.dim() > 0 else 1
@@ -55,6 +55,29 @@ def compute_average_loss(per_example_loss: torch.Tensor,
                                  "step over all replicas",
                                  "pass the global batch size you batched the dataset by"))
     return per_example_loss.sum() / global_batch_size
+
+
+def _weights_for(loss: torch.Tensor, weight: torch.Tensor | float) -> torch.Tensor:
+    """``weight`` made to broadcast to ``loss``'s shape, as TensorFlow's loss scaling does:
+    a trailing dimension of 1 on either side is squeezed when the ranks differ by one;
+    otherwise the weights must broadcast to the loss's shape (never enlarge it)."""
+    w = torch.as_tensor(weight, dtype=loss.dtype if loss.is_floating_point() else None,
+                        device=loss.device)
+    if w.dim() == loss.dim() + 1 and w.shape[-1] == 1:
+        w = w.squeeze(-1)
+    elif loss.dim() == w.dim() + 1 and loss.dim() > 0 and loss.shape[-1] == 1:
+        w = w.unsqueeze(-1)
+    try:
+        fits = torch.broadcast_shapes(w.shape, loss.shape) == loss.shape  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise UsageError(explain(
+            "sample_weight", f"shape {tuple(w.shape)}",
+            f"must broadcast to the per-example loss's shape {tuple(loss.shape)} (one weight "
+            "per example, or a scalar)",
+            "pass one weight per example of this replica's batch, in the same order"))
+    return w
 
 
 def scale_regularization_loss(regularization_loss: torch.Tensor) -> torch.Tensor:

@@ -4,6 +4,8 @@ Each task is one process running the same program, with its own ``TF_CONFIG``
 (addresses on 127.0.0.1, ports chosen by the OS).  Their output is streamed
 line by line with a ``[worker:1] `` prefix.  The launcher
 
+* gives every task the same fresh secret (``DISTRIB_CLUSTER_SECRET``, kept if set)
+  with which the tasks of a parameter-server cluster authenticate each other;
 * succeeds when every chief, worker and evaluator task has exited with status
   0 (``ps`` tasks may serve forever: they are then stopped);
 * stops every other task as soon as one fails, and exits with that task's
@@ -23,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -34,9 +37,11 @@ from types import FrameType
 from typing import IO
 
 from distrib.cluster.env import (
+    CLUSTER_SECRET,
     LOCAL_REPLICA_VARIABLES,
     TORCHRUN_VARIABLES,
     child_environment,
+    cluster_secret,
     get,
 )
 from distrib.cluster.roles import TASK_TYPES, suggest, validate_cluster_wide
@@ -175,6 +180,9 @@ class LocalClusterLauncher:
         self.cluster = local_cluster(jobs)
         self.command = command
         self.grace_period = grace_period
+        # Every task of the cluster proves it belongs to it with this secret (the
+        # parameter-server runtime authenticates its calls with it).
+        self.secret = cluster_secret() or secrets.token_hex(32)
         self.tasks: list[_Task] = []
         self._signal: int | None = None
         self._lock = threading.Lock()
@@ -208,7 +216,7 @@ class LocalClusterLauncher:
     # ------------------------------------------------------------- processes
     def _env(self, job: str, index: int) -> dict[str, str]:
         tf_config = json.dumps({"cluster": self.cluster, "task": {"type": job, "index": index}})
-        extra = {"TF_CONFIG": tf_config}
+        extra = {"TF_CONFIG": tf_config, CLUSTER_SECRET: self.secret}
         if get("PYTHONUNBUFFERED") is None:
             extra["PYTHONUNBUFFERED"] = "1"
         if get("OMP_NUM_THREADS") is None:

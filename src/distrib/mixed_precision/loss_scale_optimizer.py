@@ -29,8 +29,10 @@ per step before the decision.
 Example (a custom training loop)::
 
     opt = distrib.mixed_precision.LossScaleOptimizer(torch.optim.SGD(net.parameters(), 0.1))
-    with torch.autocast("cuda", dtype=torch.float16):
-        loss = distrib.compute_average_loss(per_example, global_batch_size=64)
+    policy = distrib.mixed_precision.global_policy()      # e.g. "mixed_float16"
+    with policy.autocast(x.device.type):                  # "cuda" or "cpu"
+        per_example = loss_fn(y, net(x))
+    loss = distrib.compute_average_loss(per_example, global_batch_size=64)
     opt.get_scaled_loss(loss).backward()
     opt.step()          # unscales, skips on inf/NaN, updates the scale
     opt.zero_grad()

@@ -2,12 +2,22 @@
 
 While the outermost scope of a multi-replica strategy is open, global
 registration hooks record every module that gets parameters or submodules.
-When that scope closes, the *root* modules (those not contained in another
-recorded module) are moved to the replica's device and handed to torch's own
-data-parallel machinery (the composable form of DDP, ``replicate``): parameters
-and buffers are broadcast from the chief now, and from then on gradients are
-all-reduced in buckets while the backward pass runs.  The reduction is a SUM,
-TF's contract, not DDP's mean.
+When that scope closes (or earlier, when ``fit`` runs inside it), the *root*
+modules (those not contained in another recorded module) are moved to the
+replica's device and handed to torch's own data-parallel machinery (the
+composable form of DDP, ``replicate``): parameters are broadcast from the chief
+now, and from then on gradients are all-reduced in buckets while the backward
+pass runs.  The reduction is a SUM, TF's contract, not DDP's mean.
+
+What trains may change after the scope closed (``requires_grad_``, Keras'
+``trainable``): DDP's reducer only knows the parameters that required gradients
+when it was built.  Every forward pass of a replicated module therefore compares
+its parameters' ``requires_grad`` flags with those the reducer was built for
+(a tuple comparison, no communication); when they differ, the replicas first
+check with one small all-gather that every one of them made the same change,
+then the reducer is rebuilt for the new set (which broadcasts the parameters
+from the chief again).  A replica that froze or unfroze something the others did
+not raises an error on every replica instead of drifting apart.
 
 A module class can opt out of being a root — its children are replicated
 instead — by setting ``_distrib_transparent = True`` (wrappers that call their
@@ -18,24 +28,29 @@ Example::
     with strategy.scope():
         net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     # net's parameters are now identical on every replica.
+    net[0].requires_grad_(False)   # the next forward rebuilds the reducer, on every replica
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.modules import module as module_mod
 
-from distrib.comm import torch_adapter
+from distrib.comm import collectives, torch_adapter
+from distrib.errors import UsageError, explain
 
-__all__ = ["ModuleTracker", "mark_replicated", "replicate_module"]
+__all__ = ["ModuleTracker", "mark_replicated", "replicate_module", "is_replicated",
+           "replicated_parameters"]
+
+Gather = Callable[[torch.Tensor, int], torch.Tensor]
 
 
 class ModuleTracker:
@@ -59,14 +74,18 @@ class ModuleTracker:
             module_mod.register_module_buffer_registration_hook(self._note),
         ]
 
+    def roots(self) -> list[nn.Module]:
+        """The root modules recorded so far, in creation order (the hooks stay installed)."""
+        alive = [m for m in (r() for r in self._seen) if m is not None]
+        return _roots(alive)
+
     def stop(self) -> list[nn.Module]:
         """Remove the hooks and return the root modules recorded, in creation order."""
         for h in self._handles:
             h.remove()
         self._handles = []
-        alive = [m for m in (r() for r in self._seen) if m is not None]
+        roots = self.roots()
         self._seen, self._ids = [], set()
-        roots = _roots(alive)
         return roots
 
 
@@ -91,13 +110,6 @@ def _roots(modules: list[nn.Module]) -> list[nn.Module]:
     return [m for m in out if not (id(m) in seen or seen.add(id(m)))]  # type: ignore[func-returns-value]
 
 
-def _sum_hook(group: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    work = dist.all_reduce(bucket.buffer(), group=group, async_op=True)
-    assert work is not None
-    fut: torch.futures.Future[torch.Tensor] = work.get_future().then(lambda f: f.value()[0])
-    return fut
-
-
 def _forward_frame(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call a replicated module's forward from a frame of distrib's own.
 
@@ -112,28 +124,148 @@ def mark_replicated(module: nn.Module) -> None:
     """Record that a strategy has set ``module`` up (``fit`` checks every trainable parameter is)."""
     object.__setattr__(module, "_distrib_replicated", True)
 
+def is_replicated(module: nn.Module) -> bool:
+    """Whether a strategy replicated ``module`` (its gradients are summed across replicas)."""
+    return bool(getattr(module, "_distrib_replicated", False))
+
+
+def replicated_parameters(module: nn.Module) -> list[nn.Parameter]:
+    """The parameters of ``module`` whose gradients its replica group sums."""
+    reducer = getattr(module, "_distrib_reducer", None)
+    if isinstance(reducer, _Reducer):
+        return list(reducer.params)
+    return list(module.parameters()) if is_replicated(module) else []  # set up otherwise (TPU)
+
+
+class _Reducer:
+    """Keeps one replicated module's DDP reducer in step with what trains.
+
+    ``flags`` are the ``requires_grad`` flags the reducer was built for.  The forward
+    pre-hook (installed before DDP's own) rebuilds it when they change.
+    """
+
+    def __init__(self, module: nn.Module, group: Any, ddp_kwargs: dict[str, Any],
+                 all_gather: Gather | None, guard: Callable[[str], Any]) -> None:
+        self.group = group
+        self.ddp_kwargs = ddp_kwargs
+        self.all_gather = all_gather
+        self.guard = guard
+        self.params: list[nn.Parameter] = list(module.parameters())
+        self.flags = tuple(p.requires_grad for p in self.params)
+
+    def pre_forward(self, module: nn.Module, args: Any) -> None:
+        flags = tuple(p.requires_grad for p in self.params)
+        if flags != self.flags:
+            _agree_on_trainable(self.all_gather, self.params, flags, self.guard)
+            self.rebuild(module, self.params, flags)
+
+    def refresh(self, module: nn.Module) -> None:
+        """At a point every replica reaches (compile, fit): check that all of them train
+        the same parameters, and rebuild if layers were added or replaced or what trains
+        changed."""
+        params = list(module.parameters())
+        flags = tuple(p.requires_grad for p in params)
+        _agree_on_trainable(self.all_gather, params, flags, self.guard)
+        same = len(params) == len(self.params) and all(
+            a is b for a, b in zip(params, self.params))
+        if not same or flags != self.flags:
+            self.rebuild(module, params, flags)
+
+    def rebuild(self, module: nn.Module, params: list[nn.Parameter],
+                flags: tuple[bool, ...]) -> None:
+        """Rebuild DDP's reducer for ``params`` with ``flags`` (every replica agreed)."""
+        self.params, self.flags = params, flags
+
+        def make_ddp(plist: nn.ParameterList) -> nn.parallel.DistributedDataParallel:
+            with self.guard("rebuilding the gradient reducer for a changed set of "
+                            "trainable parameters"), _grad_strides_quiet():
+                ddp = nn.parallel.DistributedDataParallel(plist, **self.ddp_kwargs)
+            torch_adapter.register_comm_hook(ddp, self.group, collectives.sum_gradient_bucket)
+            return ddp
+
+        # Nothing trains: forward passes no longer prepare a reduction.
+        torch_adapter.replace_reducer(module, params, make_ddp if any(flags) else None)
+
+
+def _flags_hash(params: list[nn.Parameter], flags: tuple[bool, ...]) -> int:
+    shapes = ";".join(f"{tuple(p.shape)}{int(f)}" for p, f in zip(params, flags))
+    return int.from_bytes(hashlib.blake2b(shapes.encode(), digest_size=7).digest(), "big")
+
+
+def _agree_on_trainable(all_gather: Gather | None, params: list[nn.Parameter],
+                        flags: tuple[bool, ...], guard: Callable[[str], Any]) -> None:
+    """Raise on every replica unless all of them train the same parameters."""
+    if all_gather is None:
+        return
+    mine = torch.tensor([_flags_hash(params, flags), sum(flags), len(flags)], dtype=torch.int64)
+    with guard("checking that every replica trains the same parameters"):
+        every = all_gather(mine, 0).view(-1, 3).tolist()
+    if all(row[0] == every[0][0] for row in every):
+        return
+    sets = ", ".join(f"replica {r}: {row[1]} of {row[2]} parameters train"
+                     for r, row in enumerate(every))
+    raise UsageError(explain(
+        "trainable parameters", sets,
+        "the replicas changed what trains (requires_grad_, trainable) differently; their "
+        "copies of the model would drift apart",
+        "freeze and unfreeze the same parameters on every replica (not under `if chief:`), "
+        "and add layers inside `strategy.scope()`"))
+
+
+class _grad_strides_quiet(warnings.catch_warnings):
+    """Convolutions with one input channel produce gradients whose strides differ from the
+    bucket's (harmless: DDP copies them); the warning would print on every replica."""
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
+
 
 def replicate_module(module: nn.Module, device: torch.device, group: Any,
                      bucket_cap_mb: float | None,
-                     guard: Callable[[str], Any]) -> None:
+                     guard: Callable[[str], Any], all_gather: Gather | None = None) -> None:
     """Move ``module`` to ``device`` and attach SUM gradient all-reduce over ``group``.
 
-    ``group`` None (one replica) only moves the module.
+    ``group`` None (one replica) only moves the module.  A module already replicated
+    is refreshed instead: parameters added or replaced since, or a changed set of
+    trainable parameters, rebuild its reducer (every replica must call it).
+    ``all_gather`` (the replica group's) checks that every replica trains the same set.
     """
-    if getattr(module, "_distrib_replicated", False):
+    reducer = getattr(module, "_distrib_reducer", None)
+    if isinstance(reducer, _Reducer):
+        reducer.refresh(module)
+        return
+    if is_replicated(module):
         return
     module.to(device)
-    trainable = [p for p in module.parameters() if p.requires_grad]
-    if group is None or not trainable:
+    params = list(module.parameters())
+    if group is None or not params:
         return
     device_id = device if device.type == "cuda" else None
+    ddp_kwargs: dict[str, Any] = {"process_group": group,
+                                  "device_ids": [device] if device_id is not None else None}
+    if bucket_cap_mb:
+        ddp_kwargs["bucket_cap_mb"] = bucket_cap_mb
     # Convolutions with one input channel produce gradients whose strides differ from the
     # bucket's (harmless: DDP copies them); the warning would print on every replica.
     warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
-    with guard("broadcasting the initial parameters from the chief"):
-        ddp = torch_adapter.replicate(module, group, device_id=device_id,
-                                      bucket_cap_mb=bucket_cap_mb)
+    flags = tuple(p.requires_grad for p in params)
+    try:
+        if not any(flags):  # DDP needs one trainable parameter; the broadcast covers all
+            for p in params:
+                p.requires_grad_(True)
+        with guard("broadcasting the initial parameters from the chief"):
+            ddp = torch_adapter.replicate(module, group, device_id=device_id,
+                                          bucket_cap_mb=bucket_cap_mb)
+    finally:
+        for p, flag in zip(params, flags):
+            p.requires_grad_(flag)
     # SUM, not DDP's mean (TF's contract): all-reduce each bucket without dividing.
-    torch_adapter.register_comm_hook(ddp, group, _sum_hook)
+    torch_adapter.register_comm_hook(ddp, group, collectives.sum_gradient_bucket)
+    reducer = _Reducer(module, group, ddp_kwargs, all_gather, guard)
+    if not any(flags):
+        reducer.rebuild(module, params, flags)
+    module.register_forward_pre_hook(reducer.pre_forward, prepend=True)
+    object.__setattr__(module, "_distrib_reducer", reducer)
     module.forward = functools.partial(_forward_frame, module.forward)  # type: ignore[method-assign]
     mark_replicated(module)

@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -29,6 +29,7 @@ from distrib.comm.ops import CommunicationOptions, ReduceOp
 from distrib.distribute import context
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.distribute.replica_context import ReplicaContext, ValueContext
+from distrib.distribute.sync_on_read import SyncOnReadGroup
 from distrib.distribute.values import (
     DistributedValues,
     Mirrored,
@@ -39,7 +40,13 @@ from distrib.distribute.values import (
 from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
 from distrib.input import distribute_dataset, distribute_datasets_from_function
 from distrib.nest import map_structure
-from distrib.strategies._replication import ModuleTracker, replicate_module
+from distrib.strategies._replication import (
+    ModuleTracker,
+    is_replicated,
+    replicate_module,
+    replicated_parameters,
+)
+from distrib.strategies._step_hooks import StepHooks
 
 __all__ = ["Strategy", "StrategyExtended"]
 
@@ -52,10 +59,17 @@ class StrategyExtended:
     how it works.  The hooks, and what the synchronous strategies do in them:
 
     ``_setup_module(module)``
-        a root module created in ``scope()`` when the scope closes: move it to the
-        replica's device and attach SUM all-reduce of its gradients (DDP's reducer).
+        a root module created in ``scope()`` when the scope closes (or when ``fit`` runs
+        inside it): move it to the replica's device and attach SUM all-reduce of its
+        gradients (DDP's reducer); for a module already set up, refresh the reducer if
+        its parameters or what trains changed.
     ``_setup_optimizer(optimizer)``
         an optimizer about to train replicated modules: nothing to do.
+    ``_manages_optimizer(optimizer)`` / ``_before_optimizer_step`` / ``_after_optimizer_step``
+        optimizer steps a strategy takes over, whoever calls ``optimizer.step()``
+        (``Model.fit`` or a custom loop): torch's global optimizer step hooks call
+        them for the strategies that asked with :meth:`intercept_optimizer_steps`.
+        The synchronous strategies do not ask (DDP reduced the gradients already).
     ``_module_state_dict(module)`` / ``_load_module_state_dict(module, state)``
         what a checkpoint saves and loads for a module: its full state dict.
     ``_distribute_dataset(dataset, options)`` / ``_distribute_datasets_from_function``
@@ -91,6 +105,7 @@ class StrategyExtended:
         self._scope_depth = 0
         self._tracker: ModuleTracker | None = None
         self._group = _group_of(comm, device, wrap)
+        self._sync_on_read = SyncOnReadGroup(self._group)
 
     # ----------------------------------------------------------- group facts
     @property
@@ -102,6 +117,16 @@ class StrategyExtended:
             1
         """
         return self._group
+
+    @property
+    def sync_on_read(self) -> SyncOnReadGroup:
+        """The values summed across replicas when ``strategy.run`` returns (metrics).
+
+        Example:
+            >>> len(distrib.get_strategy().extended.sync_on_read)
+            0
+        """
+        return self._sync_on_read
 
     @property
     def _num_replicas(self) -> int:
@@ -228,7 +253,41 @@ class StrategyExtended:
         group = self._comm.group if self._comm is not None and \
             self._comm.world_size > 1 else None
         cap = self._options.bytes_per_pack / 2**20 if self._options.bytes_per_pack else None
-        replicate_module(module, self._device, group, cap, self._guard)
+        replicate_module(module, self._device, group, cap, self._guard,
+                         all_gather=self._group.all_gather if group is not None else None)
+
+    def setup_scope_modules(self) -> None:
+        """Set up now the modules created so far in the open ``scope()`` (as closing it will).
+
+        ``Model.fit``, ``evaluate`` and ``predict`` called inside the ``with
+        strategy.scope():`` block that created the model need its modules replicated
+        before the first step.  Every replica must call it.
+        """
+        if self._tracker is not None:
+            for root in self._tracker.roots():
+                self._setup_module(root)
+
+    def refresh_modules(self, root: nn.Module) -> None:
+        """Bring every module of ``root`` this strategy set up in line with what it holds and
+        trains now (layers added, ``requires_grad`` changed).  Every replica calls it."""
+        for module in list(root.modules()):
+            if is_replicated(module):
+                self._setup_module(module)
+
+    def unreplicated_parameters(self, root: nn.Module) -> list[str]:
+        """Names of ``root``'s trainable parameters whose gradients no replica group sums
+        (made outside ``scope()``); empty on a single replica.
+
+        Example:
+            >>> distrib.get_strategy().extended.unreplicated_parameters(torch.nn.Linear(1, 1))
+            []
+        """
+        if self._group.num_replicas_in_sync == 1:  # one replica program (TPU: one per host)
+            return []
+        covered: set[int] = set()
+        for module in root.modules():
+            covered.update(id(p) for p in replicated_parameters(module))
+        return [n for n, p in root.named_parameters() if p.requires_grad and id(p) not in covered]
 
     def setup_optimizer(self, optimizer: Any) -> Any:
         """Prepare ``optimizer`` (over this strategy's modules) to train; returns what to use."""
@@ -237,8 +296,76 @@ class StrategyExtended:
     def _setup_optimizer(self, optimizer: Any) -> Any:
         return optimizer
 
+    # -------------------------------------------------------- optimizer steps
+    def intercept_optimizer_steps(self) -> None:
+        """Have :meth:`before_optimizer_step` / :meth:`after_optimizer_step` called around
+        every ``optimizer.step()`` of an optimizer this strategy manages."""
+        StepHooks.add(self)
+
+    def manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether this strategy takes part in ``optimizer``'s steps."""
+        return self._manages_optimizer(optimizer)
+
+    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        return False
+
+    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called before ``optimizer.step()`` updates this strategy's parameters."""
+        self._before_optimizer_step(optimizer)
+
+    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called after ``optimizer.step()`` updated this strategy's parameters."""
+        self._after_optimizer_step(optimizer)
+
+    def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    @property
+    def should_use_with_coordinator(self) -> bool:
+        """Whether training runs through a ``ClusterCoordinator`` (ParameterServerStrategy):
+        ``Model.fit`` then schedules its steps on the workers instead of running them here."""
+        return False
+
+    def sync_buffers(self, root: nn.Module) -> None:
+        """Average the floating-point buffers of ``root``'s replicated modules (BatchNorm's
+        running statistics) over the replicas.  Every replica calls it.
+
+        Each replica updates its buffers from its own batches, as in TensorFlow, where
+        they are ``ON_READ`` variables aggregated by ``MEAN``: reading one outside the
+        replica function gives the replicas' mean.  The running averages are linear, so
+        replacing every replica's copy by the mean at any step changes no later mean; it
+        makes every replica hold, evaluate with and save the value TensorFlow reads.
+        ``fit`` calls it after every epoch, ``evaluate``, ``predict`` and the save methods
+        before they start.
+
+        Example:
+            >>> bn = torch.nn.BatchNorm1d(2)
+            >>> distrib.get_strategy().extended.sync_buffers(bn)   # one replica: nothing to do
+        """
+        if self._group.num_replicas_in_sync == 1:
+            return
+        seen: set[int] = set()
+        buffers = []
+        for module in root.modules():
+            if not is_replicated(module):
+                continue
+            for b in module.buffers():
+                if b.is_floating_point() and id(b) not in seen:
+                    seen.add(id(b))
+                    buffers.append(b)
+        if not buffers:
+            return
+        with torch.no_grad():
+            means = self._group.all_reduce(ReduceOp.MEAN, [b.detach() for b in buffers])
+            for b, mean in zip(buffers, means):
+                b.copy_(mean)
+
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
         """What a checkpoint saves for ``module`` (every replica calls; all hold it)."""
+        self.sync_buffers(module)
         return self._module_state_dict(module)
 
     def _module_state_dict(self, module: nn.Module) -> dict[str, Any]:
@@ -343,11 +470,20 @@ class Strategy:
             >>> distrib.get_strategy().run(lambda x: x * 2, args=(torch.tensor(3),))
             tensor(6)
         """
+        if not callable(fn):
+            raise UsageError(explain("fn", fn, "strategy.run needs the function to run on "
+                                     "every replica", "pass a function: strategy.run("
+                                     "step_fn, args=(batch,))"))
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            raise UsageError(explain("kwargs", kwargs, "keyword arguments must be a mapping "
+                                     f"of names to values, got {type(kwargs).__name__}",
+                                     "pass kwargs={'name': value}, or the values in args=(...)"))
         if not isinstance(args, (list, tuple)):
             raise UsageError(explain("args", args,
                                      f"positional args must be a list or tuple, got {type(args)}",
                                      "pass args=(x,) — note the comma for a single argument"))
         result = self._extended.call_for_each_replica(fn, tuple(args), kwargs)
+        self._extended.sync_on_read.synchronize()  # metrics updated in fn: global sums
         return wrap_nest(result) if self._extended._wrap else result
 
     # -------------------------------------------------------------- reduce

@@ -13,13 +13,16 @@ Example (run on every worker, each with its own ``TF_CONFIG``)::
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from distrib.cluster import ClusterResolver, auto_resolver
-from distrib.comm.ops import CommunicationOptions
+from distrib.comm.ops import CommunicationImplementation, CommunicationOptions
 from distrib.errors import UsageError, explain
 from distrib.strategies._processes import checked_options, establish, select_devices
 from distrib.strategies.base import Strategy, StrategyExtended
 
-__all__ = ["MultiWorkerMirroredStrategy"]
+__all__ = ["MultiWorkerMirroredStrategy", "ExperimentalMultiWorkerMirroredStrategy"]
 
 
 class MultiWorkerMirroredStrategy(Strategy):
@@ -43,3 +46,33 @@ class MultiWorkerMirroredStrategy(Strategy):
         comm, device = establish(resolver, devices, options)
         super().__init__(StrategyExtended(comm, device, tuple(devices), wrap=True,
                                           cluster_resolver=resolver, options=options))
+
+
+class ExperimentalMultiWorkerMirroredStrategy(MultiWorkerMirroredStrategy):
+    """``distrib.experimental.MultiWorkerMirroredStrategy``: the deprecated form (TF's
+    ``tf.distribute.experimental.MultiWorkerMirroredStrategy``), with its arguments.
+
+    Creating one warns, as TensorFlow does; it then works as
+    ``distrib.MultiWorkerMirroredStrategy(cluster_resolver,
+    communication_options=CommunicationOptions(implementation=communication))``.
+
+    Args:
+        communication: a ``CollectiveCommunication`` (``AUTO``, ``RING``, ``NCCL``)
+            or its name.
+        cluster_resolver: as for ``MultiWorkerMirroredStrategy``.
+
+    Example::
+
+        strategy = distrib.experimental.MultiWorkerMirroredStrategy(
+            communication=distrib.experimental.CollectiveCommunication.NCCL)
+    """
+
+    def __init__(self, communication: Any = CommunicationImplementation.AUTO,
+                 cluster_resolver: ClusterResolver | None = None) -> None:
+        warnings.warn(
+            "distrib.experimental.MultiWorkerMirroredStrategy (from "
+            "tf.distribute.experimental) is deprecated and will be removed in a future "
+            "version.\nInstructions for updating:\nuse distrib.MultiWorkerMirroredStrategy "
+            "instead", FutureWarning, stacklevel=2)
+        super().__init__(cluster_resolver=cluster_resolver,
+                         communication_options=CommunicationOptions(implementation=communication))

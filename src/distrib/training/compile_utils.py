@@ -169,6 +169,7 @@ class WeightedLoss(Metric):
 
     def add(self, index: int, total: torch.Tensor, count: float, scale: float = 1.0) -> None:
         """Add one output's loss sum (``total * scale``) and count (no tensor op per step)."""
+        self._note_update()
         self._defer(2 * index, total.detach(), scale)
         self._defer(2 * index + 1, count)
 
@@ -195,6 +196,9 @@ class LossesContainer:
     def __init__(self, loss: Any, loss_weights: Any = None) -> None:
         _check_loss_names(loss)
         _check_loss_weights(loss_weights)
+        for item in nest.flatten(loss):  # compiled losses: fit scales them for the global batch
+            if isinstance(item, Loss):
+                item._allow_sum_over_batch_size = True
         self._spec = loss
         self._weights_spec = loss_weights
         self._names: list[str] | None = None
@@ -212,6 +216,9 @@ class LossesContainer:
         specs = _per_output(self._spec, names, "loss")
         weights = _per_output(self._weights_spec, names, "loss_weights")
         self._losses = [None if s is None else losses_mod.get(s) for s in specs]
+        for loss in self._losses:  # fit scales compiled losses for the global batch
+            if loss is not None:
+                loss._allow_sum_over_batch_size = True
         self._weights = [1.0 if w is None else float(w) for w in weights]
         self._total = WeightedLoss(self._weights, "loss")
         multi = len(names) > 1

@@ -5,8 +5,8 @@ Inputs, as Keras takes them:
 * arrays — numpy arrays, torch tensors, or tuples/dicts of them — with ``y``
   (and ``sample_weight``): held in memory and cut into global batches of
   ``batch_size`` (default 32), each split across the replicas by TF's rule
-  (``batch_sizes_for_worker``: sizes differ by at most one, a final partial batch
-  fills the replicas in order, replicas left without rows get empty batches).
+  (``batch_sizes_for_worker``; a final partial batch fills the replicas in order,
+  so its pieces can be uneven, and replicas left without rows get empty batches).
   Every replica draws the same shuffled order (same seed); it slices only its own
   rows, in the training thread, with no copy when not shuffled.  The number of
   examples of every step is known in advance, so no communication is needed;
@@ -14,7 +14,17 @@ Inputs, as Keras takes them:
 * a batched ``distrib.data.Dataset``: each global batch is split across the
   replicas (``strategy.experimental_distribute_dataset``); on one replica any
   iterable of batches works too;
+* a Python generator of batches or a ``distrib.utils.Sequence``: every replica
+  process makes the same global batches and keeps its slice of each (see
+  ``distrib.training.sequence``);
 * a dataset the strategy already distributed: used as it is.
+
+Features are cast as Keras casts them to the model's dtype: floating arrays
+(float64 included) and ``uint8`` images become the dtype of the model's
+parameters; other integer features (token ids) and every label stay as they are.
+In-memory arrays, and the first batch of a generator or Sequence, must be the same
+in every replica process (one checksum all-gather per call; see
+``distrib.training.input_checks``).
 
 :class:`DataHandler` yields ``(step, batch, global_rows)`` where ``global_rows``
 is the number of examples of the step over all replicas when known in advance,
@@ -43,8 +53,17 @@ from distrib.distribute import context
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import UsageError, explain
 from distrib.input import DistributedDataset, as_dataset, batch_sizes_for_worker
+from distrib.training.compile_utils import unpack_x_y_sample_weight
+from distrib.training.input_checks import check_same_arrays
+from distrib.training.sequence import (
+    Sequence,
+    generator_dataset,
+    is_generator,
+    sequence_dataset,
+)
 
-__all__ = ["DataHandler", "is_array_like", "split_arrays", "num_examples"]
+__all__ = ["DataHandler", "is_array_like", "split_arrays", "num_examples", "cast_batch",
+           "check_same_arrays"]
 
 
 def is_array_like(value: Any) -> bool:
@@ -114,15 +133,47 @@ def _batch_structure(x: Any, y: Any, sample_weight: Any) -> tuple[Any, ...]:
     return (x, y, sample_weight)
 
 
+def _cast(t: torch.Tensor, float_dtype: torch.dtype | None, feature: bool) -> torch.Tensor:
+    """Keras' input cast: floating values, and uint8 features (images), to the model's dtype."""
+    if float_dtype is not None and t.dtype != float_dtype and (
+            t.is_floating_point() or (feature and t.dtype == torch.uint8)):
+        return t.to(float_dtype)
+    return t
+
+
 def _as_tensors(value: Any, float_dtype: torch.dtype | None) -> Any:
-    def convert(v: Any) -> Any:
+    """``(x, y, ...)`` as tensors: floating arrays and uint8 features in ``float_dtype``."""
+    def convert(v: Any, feature: bool) -> Any:
         if v is None:
             return None
         t = v if isinstance(v, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(v))
-        if float_dtype is not None and t.is_floating_point() and t.dtype != float_dtype:
-            t = t.to(float_dtype)
-        return t
-    return nest.map_structure(convert, value)
+        return _cast(t, float_dtype, feature)
+    return tuple(nest.map_structure(lambda v, i=i: convert(v, i == 0), part)
+                 for i, part in enumerate(value))
+
+
+def cast_batch(data: Any, device: torch.device, float_dtype: torch.dtype | None) -> Any:
+    """A batch on ``device`` with Keras' input cast (see :func:`_cast`).
+
+    Example:
+        >>> x, y = cast_batch((np.zeros((1, 2), np.uint8), np.ones(1, np.int64)),
+        ...                   torch.device("cpu"), torch.float32)
+        >>> x.dtype, y.dtype
+        (torch.float32, torch.int64)
+    """
+    def move(v: Any, feature: bool) -> Any:
+        if isinstance(v, np.ndarray):
+            v = torch.from_numpy(v)
+        if not isinstance(v, torch.Tensor):
+            return v
+        v = _cast(v, float_dtype, feature)
+        return v.to(device) if v.device != device else v
+    x, y, w = unpack_x_y_sample_weight(data)
+    if y is None and w is None and not (isinstance(data, (tuple, list)) and len(data) == 1):
+        return nest.map_structure(lambda v: move(v, True), data)
+    parts = [nest.map_structure(lambda v, i=i: move(v, i == 0), part)
+             for i, part in enumerate(data)]
+    return tuple(parts) if isinstance(data, tuple) else parts
 
 
 def replica_rows(size: int, global_batch: int, replicas: int, replica_id: int
@@ -208,36 +259,53 @@ class DataHandler:
         self._strategy = strategy if strategy is not None else context.get_strategy()
         self._steps_arg = _check_steps(steps_per_epoch)
         self._rows: list[int] | None = None
+        self._sequence: Sequence | None = None
+        self._one_pass = False
+        source = self._source(x, y, sample_weight, batch_size, shuffle, seed, float_dtype)
+        self._dataset = self._distribute(source)
+        self._cardinality = len(self._sequence) if self._sequence is not None \
+            else _cardinality(self._dataset, self._rows)
+        self._iterator: Iterator[Any] | None = None
+        self._position = 0
+        self.ran_out = False
+
+    def _source(self, x: Any, y: Any, sample_weight: Any, batch_size: int | None,
+                shuffle: bool, seed: int, float_dtype: torch.dtype | None) -> Any:
         if is_array_like(x):
             data = _batch_structure(x, y, sample_weight)
             n = num_examples(*data)
             size = _check_batch_size(batch_size, 32)
             self._rows = [min(size, n - s) for s in range(0, n, size)]
             group = self._strategy.extended.replica_group
-            source: Any = _ArraySource(data, size, shuffle, seed, group, float_dtype)
-        elif isinstance(x, (torch.utils.data.Dataset, torch.utils.data.DataLoader)):
+            return _ArraySource(data, size, shuffle, seed, group, float_dtype)
+        if isinstance(x, (torch.utils.data.Dataset, torch.utils.data.DataLoader)):
             if sample_weight is not None:
                 raise UsageError(explain("sample_weight", type(sample_weight).__name__,
                                          "is not supported with a torch dataset",
                                          "yield (x, y, sample_weight) from the dataset"))
             if not isinstance(x, torch.utils.data.DataLoader):
                 batch_size = _check_batch_size(batch_size, 32)
-            source = as_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed)
+            return as_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed)
+        kind = "a generator" if is_generator(x) else "a Sequence" if isinstance(x, Sequence) \
+            else "a dataset"
+        if y is not None or sample_weight is not None:
+            raise UsageError(explain("y", type(y).__name__, f"`y` argument is not supported "
+                                     f"when using {kind} as input", "put the targets in "
+                                     "the batches: yield (x, y) pairs"))
+        if batch_size is not None:
+            raise UsageError(explain("batch_size", batch_size, "The `batch_size` argument "
+                                     "must not be specified for the given input type",
+                                     f"{kind} yields whole batches: size them there"))
+        if kind == "a dataset":
+            return x
+        if isinstance(x, Sequence):
+            self._sequence = x
+            dataset, first = sequence_dataset(x, shuffle, seed)
         else:
-            if y is not None or sample_weight is not None:
-                raise UsageError(explain("y", type(y).__name__, "`y` argument is not supported "
-                                         "when using a dataset as input", "put the targets in "
-                                         "the dataset: yield (x, y) pairs"))
-            if batch_size is not None:
-                raise UsageError(explain("batch_size", batch_size, "The `batch_size` argument "
-                                         "must not be specified for the given input type",
-                                         "batch the dataset itself (dataset.batch(64))"))
-            source = x
-        self._dataset = self._distribute(source)
-        self._cardinality = _cardinality(self._dataset, self._rows)
-        self._iterator: Iterator[Any] | None = None
-        self._position = 0
-        self.ran_out = False
+            self._one_pass = True
+            dataset, first = generator_dataset(x)
+        check_same_arrays(self._strategy, {"first batch": first}, what=f"batches of {kind}")
+        return dataset
 
     def _distribute(self, source: Any) -> Any:
         if isinstance(source, (DistributedDataset, _ArraySource)):
@@ -266,6 +334,8 @@ class DataHandler:
         return self._cardinality
 
     def _fresh_iterator_each_epoch(self) -> bool:
+        if self._one_pass:
+            return False  # a generator is consumed once, across epochs
         return self._fresh or self._steps_arg is None or self._steps_arg == self._cardinality
 
     def _next(self) -> tuple[Any, int | None]:
@@ -290,7 +360,8 @@ class DataHandler:
                 batch, rows = self._next()
             except StopIteration:
                 self._iterator = None
-                if self._steps_arg is None:
+                if self._steps_arg is None and not (self._one_pass and step == 0):
+                    self._end_of_epoch()
                     return
                 if self._rows is not None and step > 0:
                     continue  # array data repeats: start the next pass
@@ -303,6 +374,11 @@ class DataHandler:
                 return
             yield step, batch, rows
             step += 1
+        self._end_of_epoch()
+
+    def _end_of_epoch(self) -> None:
+        if self._sequence is not None:
+            self._sequence.on_epoch_end()
 
 
 def _cardinality(dataset: Any, rows: list[int] | None) -> int | None:

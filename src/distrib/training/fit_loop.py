@@ -26,10 +26,17 @@ import numpy as np
 import torch
 
 from distrib import nest
-from distrib.errors import ContextError, UsageError, explain
+from distrib.errors import ScopeError, UsageError, explain
+from distrib.training import coordinated_fit
 from distrib.training.callbacks import CallbackList
 from distrib.training.class_weights import apply_class_weight, class_weight_table
-from distrib.training.data_adapter import DataHandler, is_array_like, split_arrays
+from distrib.training.data_adapter import (
+    DataHandler,
+    cast_batch,
+    check_same_arrays,
+    is_array_like,
+    split_arrays,
+)
 from distrib.training.fit_arguments import (
     check_fit_arguments,
     check_steps,
@@ -37,8 +44,10 @@ from distrib.training.fit_arguments import (
     require_targets,
     validation_parts,
 )
+from distrib.training.metric_base import adopt_global_states
 from distrib.training.metrics import flat_states, results_from_states
 from distrib.training.predict_gather import gather_outputs
+from distrib.training.sequence import Sequence
 
 if TYPE_CHECKING:
     from distrib.training.model import Model
@@ -59,7 +68,7 @@ class _Runner:
         self.group = self.ext.replica_group
         # Replica programs: one per device, or one per host under an SPMD strategy.
         self.replicas = int(self.group.num_replicas_in_sync)
-        first = next(model.module.parameters(), None)
+        first = next(model.parameters(), None)
         self.device = first.device if first is not None else self.group.device
         self.dtype = first.dtype if first is not None and first.is_floating_point() else None
         self.prepared = False  # batches already on the module's device, in its dtype
@@ -72,7 +81,7 @@ class _Runner:
 
     def _prepare(self, data: Any) -> Any:
         if not self.prepared:
-            data = _to_device(data, self.device, self.dtype)
+            data = cast_batch(data, self.device, self.dtype)
         if self.model._input_shape is None:
             x = data[0] if isinstance(data, tuple) else data
             self.model._record_input_shape(x)
@@ -122,6 +131,7 @@ class _Runner:
         if self.replicas > 1 and flat.numel():
             flat = self.group.all_reduce_sum(flat)
         logs: dict[str, Any] = dict(results_from_states(metrics, flat[:n]))
+        adopt_global_states(metrics, flat[:n])  # metric.result() reads these from now on
         for i, key in enumerate(scalars):
             logs[key] = float(flat[n + i]) / self.replicas
         logs.update({k: v for k, v in extras.items() if k not in scalars})
@@ -180,18 +190,6 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.numel() == 1
 
 
-def _to_device(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
-    def move(v: Any) -> Any:
-        if isinstance(v, np.ndarray):
-            v = torch.from_numpy(v)
-        if not isinstance(v, torch.Tensor):
-            return v
-        if v.is_floating_point() and dtype is not None and v.dtype != dtype:
-            return v.to(device=device, dtype=dtype)
-        return v.to(device) if v.device != device else v
-    return nest.map_structure(move, value)
-
-
 def _verbose(verbose: int | str) -> int:
     if verbose == "auto":
         return 1
@@ -222,16 +220,9 @@ def _mode(module: torch.nn.Module, training: bool) -> Iterator[None]:
 
 
 def _check_replicated(model: Model) -> None:
-    if model.distribute_strategy.num_replicas_in_sync == 1:
-        return
-    covered: set[int] = set()
-    for m in model.module.modules():
-        if getattr(m, "_distrib_replicated", False):
-            covered.update(id(p) for p in m.parameters())
-    missing = [n for n, p in model.module.named_parameters()
-               if p.requires_grad and id(p) not in covered]
+    missing = model.distribute_strategy.extended.unreplicated_parameters(model)
     if missing:
-        raise ContextError(explain(
+        raise ScopeError(explain(
             "module parameters", missing[:3],
             "are not replicated: the module was created outside `strategy.scope()`, so its "
             "parameters differ between replicas and gradients would not be summed",
@@ -268,6 +259,14 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         validation_steps: int | None, validation_freq: Any, sample_weight: Any,
         validation_batch_size: int | None, class_weight: Any = None) -> Any:
     """``Model.fit`` (see there)."""
+    if model.distribute_strategy.extended.should_use_with_coordinator:
+        return coordinated_fit.fit(
+            model, x=x, y=y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+            callbacks=callbacks, validation_split=validation_split,
+            validation_data=validation_data, shuffle=shuffle, initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+            validation_freq=validation_freq, sample_weight=sample_weight,
+            validation_batch_size=validation_batch_size)
     with model._scope():
         _check_replicated(model)
         check_fit_arguments(epochs=epochs, initial_epoch=initial_epoch, shuffle=shuffle,
@@ -288,7 +287,10 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         if val is not None and is_array_like(val[0]):
             require_targets(model, val[1], "validation_data", "test_step")
         runner.class_weights = table
-        seed = runner.agreed_seed() if shuffle and is_array_like(x) else 0
+        check_same_arrays(runner.strategy, {"x": x, "y": y, "sample_weight": sample_weight,
+                                            "validation_data": val})
+        seed = runner.agreed_seed() if shuffle and (is_array_like(x) or isinstance(x, Sequence)) \
+            else 0
         handler = DataHandler(x, y, sample_weight, batch_size, steps_per_epoch, shuffle, seed,
                               runner.strategy, float_dtype=runner.dtype)
         val_handler = None
@@ -325,8 +327,9 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
             break  # an epoch that ran no step is neither logged nor compared
         model.reset_metrics()
         cbs.on_epoch_begin(epoch)
-        with _mode(model.module, True):
+        with _mode(model, True):
             extras = _train_epoch(runner, itertools.chain([first], batches), cbs, plan)
+        runner.ext.sync_buffers(model)
         epoch_logs = runner.sync(extras)
         if val_handler is not None and val_plan is not None and \
                 _should_validate(epoch, validation_freq):
@@ -369,13 +372,20 @@ def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
 def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: int | str,
              sample_weight: Any, steps: int | None, callbacks: Any, return_dict: bool) -> Any:
     """``Model.evaluate`` (see there)."""
+    if model.distribute_strategy.extended.should_use_with_coordinator:
+        return coordinated_fit.evaluate(model, x=x, y=y, batch_size=batch_size, verbose=verbose,
+                                        sample_weight=sample_weight, steps=steps,
+                                        callbacks=callbacks, return_dict=return_dict)
     with model._scope():
         x, y, sample_weight = input_data(x, y, sample_weight, "evaluate")
         check_steps("steps", steps)
         if is_array_like(x):
             require_targets(model, y, "evaluate()", "test_step")
+        _check_replicated(model)
         runner = _Runner(model)
+        runner.ext.sync_buffers(model)
         level = _verbose(verbose)
+        check_same_arrays(runner.strategy, {"x": x, "y": y, "sample_weight": sample_weight})
         handler = DataHandler(x, y, sample_weight, batch_size, steps, strategy=runner.strategy,
                               fresh_each_epoch=True, float_dtype=runner.dtype)
         cbs = _callbacks(callbacks, model, level, 1, handler.steps_per_epoch, False)
@@ -397,7 +407,7 @@ def _test_loop(runner: _Runner, handler: DataHandler, cbs: CallbackList,
     extras: dict[str, Any] = {}
     done = 0
     batches = handler.epoch()
-    with _mode(model.module, False), torch.no_grad():
+    with _mode(model, False), torch.no_grad():
         while True:
             last = -1
             with runner.ext.execution():
@@ -425,8 +435,11 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
     with model._scope():
         x, _, _ = input_data(x, None, None, "predict")
         check_steps("steps", steps)
+        _check_replicated(model)
         runner = _Runner(model)
+        runner.ext.sync_buffers(model)
         level = _verbose(verbose)
+        check_same_arrays(runner.strategy, {"x": x})
         handler = DataHandler(x, None, None, batch_size, steps, strategy=runner.strategy,
                               fresh_each_epoch=True, float_dtype=runner.dtype)
         cbs = _callbacks(callbacks, model, level, 1, handler.steps_per_epoch, False)
@@ -434,7 +447,7 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
         cbs.on_predict_begin()
         outputs: list[Any] = []
         batches = handler.epoch()
-        with _mode(model.module, False), torch.no_grad():
+        with _mode(model, False), torch.no_grad():
             while True:
                 pending: list[Any] = []
                 last = -1

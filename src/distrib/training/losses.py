@@ -17,6 +17,17 @@ Inside ``distrib.Model.fit`` the per-example values are summed and divided by th
 number of examples of the whole step over all replicas, so the summed gradients
 equal the single-process gradient of the global batch.
 
+Under a strategy, outside the losses given to ``compile``, a loss object with the
+default reduction raises TensorFlow's ``ValueError``: each replica would divide by
+its own batch size and the summed gradients would be too large by the number of
+replicas.  Use ``reduction="none"`` and ``distrib.compute_average_loss`` (or
+``reduction="sum"`` and divide by the global batch size)::
+
+    loss_object = SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    def step(x, y):
+        per_example = loss_object(y, net(x))
+        loss = distrib.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+
 Example:
     >>> import torch
     >>> loss = SparseCategoricalCrossentropy(from_logits=True)
@@ -34,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.class_ids import class_cross_entropy, one_hot_labels_error
 
@@ -245,6 +257,8 @@ class Loss:
     def __init__(self, reduction: str = Reduction.AUTO, name: str | None = None) -> None:
         self.reduction = Reduction.validate(reduction)
         self.name = name or _snake(type(self).__name__)
+        # True once compile() owns the loss: fit scales it for the global batch itself.
+        self._allow_sum_over_batch_size = False
 
     def call(self, y_true: Any, y_pred: Any) -> torch.Tensor:
         """Per-example loss values (shape ``[B]`` or ``[B, ...]``)."""
@@ -285,6 +299,19 @@ class Loss:
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> torch.Tensor:
         """The reduced loss of one batch (see :class:`Reduction`)."""
+        if self.reduction in (Reduction.AUTO, Reduction.SUM_OVER_BATCH_SIZE) \
+                and context.has_strategy() \
+                and not getattr(self, "_allow_sum_over_batch_size", False):
+            raise UsageError(explain(
+                f"{type(self).__name__}(reduction)", self.reduction,
+                "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` "
+                "for loss reduction when losses are used with `tf.distribute.Strategy`, except "
+                "for specifying losses in `Model.compile()` for use by the built-in training "
+                "looop `Model.fit()`. (Each replica would average over its own part of the "
+                "batch, and the gradients summed across replicas would be too large)",
+                "create the loss with reduction=\"none\" and pass the per-example values to "
+                "distrib.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH), "
+                "or use reduction=\"sum\" and divide by the global batch size"))
         values = self.per_example(y_true, y_pred, sample_weight)
         if self.reduction == Reduction.NONE:
             return values

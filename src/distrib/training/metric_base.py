@@ -10,6 +10,18 @@ all-reduce.
 Running totals cost no tensor operation per step: :meth:`Metric._defer` keeps the
 batch's 0-d sum as it is and the states are summed in float64 when next read.
 
+Under a strategy with several replicas a metric behaves as TensorFlow's, whose states
+are SyncOnRead variables: a metric created in ``strategy.scope()`` (or first updated
+inside ``strategy.run``) is updated by each replica inside ``strategy.run`` (or a
+``train_step``/``test_step`` of ``fit``), and ``result()`` is the global value.  The
+states are summed across replicas when ``strategy.run`` returns (one all-reduce for
+every such metric), so ``result()`` afterwards communicates nothing and may be read
+anywhere — on the chief alone too.  Two reads are collectives that every replica must
+make, as TensorFlow's ``merge_call`` is: ``result()`` inside ``strategy.run``, and a
+read after ``fit``-internal steps that no synchronisation covered yet (a batch
+callback).  Updating such a metric outside a replica function raises TensorFlow's
+error: its replicas' states would no longer add up.
+
 Example:
     >>> m = Mean(name="loss"); m.update_state(torch.tensor([2.0, 4.0]))
     >>> global_results([m])
@@ -23,16 +35,42 @@ from typing import Any
 
 import torch
 
+from distrib.distribute import context
+from distrib.errors import UsageError, explain
 from distrib.training.losses import _snake, squeeze_or_expand
 
 __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "global_results",
-           "results_from_states", "flat_states"]
+           "results_from_states", "flat_states", "adopt_global_states"]
 
 _STATE_DTYPE = torch.float64
 
 
 def _tensor(value: Any) -> torch.Tensor:
     return value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+
+
+def _multi_replica_strategy() -> Any:
+    """The current strategy if it has several replicas, else None."""
+    if not context.has_strategy():
+        return None
+    strategy = context.get_strategy()
+    return strategy if strategy.extended.replica_group.num_replicas_in_sync > 1 else None
+
+
+def _in_replica_fn() -> bool:
+    frame = context.current_frame()
+    return frame is not None and frame.replica_context is not None
+
+
+def _counted(update: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a subclass's ``update_state``: context rule and update count (see ``_note_update``)."""
+    def update_state(self: Metric, *args: Any, **kwargs: Any) -> Any:
+        self._note_update()
+        return update(self, *args, **kwargs)
+    update_state.__doc__ = update.__doc__
+    update_state.__wrapped__ = update  # type: ignore[attr-defined]
+    update_state._distrib_counted = True  # type: ignore[attr-defined]
+    return update_state
 
 
 class Metric:
@@ -58,6 +96,70 @@ class Metric:
         self.dtype = dtype
         self._state: list[torch.Tensor] | None = None
         self._pending: list[tuple[int, torch.Tensor | float, float]] = []
+        self._version = 0  # local updates so far
+        self._global: list[torch.Tensor] | None = None  # summed states, as of _global_version
+        self._global_version = 0
+        self._strategy: Any = None
+        strategy = _multi_replica_strategy()
+        if strategy is not None:
+            self._bind(strategy)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        update = cls.__dict__.get("update_state")
+        if update is not None and not getattr(update, "_distrib_counted", False):
+            cls.update_state = _counted(update)  # type: ignore[method-assign]
+
+    # -------------------------------------------------------- replicas
+    def _bind(self, strategy: Any) -> None:
+        self._strategy = strategy
+        strategy.extended.sync_on_read.register(self)
+
+    def _note_update(self) -> None:
+        """Every update: bind to a multi-replica strategy at the first one inside its
+        ``strategy.run``; refuse updates of a bound metric outside a replica function."""
+        if getattr(self, "_strategy", None) is None:
+            strategy = _multi_replica_strategy() if _in_replica_fn() else None
+            if strategy is not None:
+                self._bind(strategy)
+        elif not _in_replica_fn():
+            raise UsageError(explain(
+                f"update of metric {self.name!r}", "outside strategy.run",
+                "SyncOnReadVariable does not support `assign_add` in cross-replica context "
+                "when aggregation is set to `tf.VariableAggregation.SUM`: the metric was "
+                f"created for {self._strategy!r}, whose replicas each keep a part of its "
+                "state and sum them when read",
+                "update it inside the function given to strategy.run (or in train_step / "
+                "test_step under fit), or create the metric outside strategy.scope() for "
+                "values computed on this process alone"))
+        self._version = getattr(self, "_version", 0) + 1
+
+    def local_state(self) -> torch.Tensor:
+        """This replica's states, flat, in float64 on the CPU (what replicas sum)."""
+        return flat_states([self])
+
+    def set_global_state(self, total: torch.Tensor) -> None:
+        """Keep ``total``, the sum of :meth:`local_state` over the replicas, as the value
+        :meth:`result` reads until the next update."""
+        states, pos = [], 0
+        for s in self._states():
+            states.append(total[pos:pos + s.numel()].view(s.shape).clone())
+            pos += s.numel()
+        self._global, self._global_version = states, self._version
+
+    def _read_states(self) -> list[torch.Tensor]:
+        """The states :meth:`result` reads: global ones under a multi-replica strategy."""
+        strategy = getattr(self, "_strategy", None)
+        if strategy is None:
+            return self._states()
+        in_replica = _in_replica_fn()
+        if not in_replica and self._global_version == self._version:
+            return self._global if self._global is not None else self._states()
+        # A collective: every replica reads here (TF's merge_call has the same rule).
+        self.set_global_state(strategy.extended.replica_group.all_reduce_sum(
+            self.local_state()))
+        assert self._global is not None
+        return self._global
 
     # ---------------------------------------------------------- state
     def _initial_state(self) -> list[torch.Tensor]:
@@ -115,6 +217,8 @@ class Metric:
         """Zero the state (the next update starts a new accumulation)."""
         self._state = None
         self._pending = []
+        self._global = None
+        self._global_version = getattr(self, "_version", 0)
 
     reset_states = reset_state
 
@@ -128,8 +232,13 @@ class Metric:
         raise NotImplementedError
 
     def result(self) -> torch.Tensor:
-        """The value from this process's state (use :func:`global_results` across replicas)."""
-        return self.result_from(self._states())
+        """The metric's value: over every replica under a multi-replica strategy.
+
+        Example (two replicas, updated inside ``strategy.run`` with 1.0 and 0.0 hits)::
+
+            acc.result()   # tensor(0.5) on both replicas, as in TensorFlow
+        """
+        return self.result_from(self._read_states())
 
     def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         self.update_state(*args, **kwargs)
@@ -194,6 +303,7 @@ class Mean(Metric):
     def update_sum(self, total: torch.Tensor, count: float | torch.Tensor,
                    scale: float = 1.0) -> None:
         """Add a precomputed ``total * scale`` and ``count`` (used for the loss trackers)."""
+        self._note_update()
         self._defer(0, total.detach(), scale)
         self._defer(1, count)
 
@@ -268,6 +378,16 @@ def results_from_states(metrics: Sequence[Metric], flat: torch.Tensor
             pos += s.numel()
         out[m.name] = _to_python(m.result_from(states))
     return out
+
+
+def adopt_global_states(metrics: Sequence[Metric], flat: torch.Tensor) -> None:
+    """Give each metric its part of ``flat``, the all-reduced :func:`flat_states` of
+    ``metrics``, as its global value (what ``fit`` does after synchronising its logs)."""
+    pos = 0
+    for m in metrics:
+        n = sum(s.numel() for s in m._states())
+        m.set_global_state(flat[pos:pos + n])
+        pos += n
 
 
 def flat_states(metrics: Sequence[Metric]) -> torch.Tensor:

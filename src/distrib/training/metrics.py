@@ -186,6 +186,8 @@ def get(identifier: Any) -> Metric:
             raise UsageError(explain("metric", identifier, "depends on the labels and "
                                      "predictions", "use resolve(name, y_true, y_pred)"))
         return _BY_NAME[key](identifier)
+    if isinstance(identifier, losses_mod.Loss):  # its per-example values, averaged
+        return MeanMetricWrapper(identifier.call, name=identifier.name)
     if callable(identifier):
         return MeanMetricWrapper(identifier)
     raise InvalidTypeError(explain("metric", identifier, "must be a name, a Metric or a "

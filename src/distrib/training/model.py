@@ -1,12 +1,19 @@
 """``distrib.Model``: Keras' ``compile``/``fit``/``evaluate``/``predict`` for any ``nn.Module``.
 
-A Model created inside ``strategy.scope()`` records that strategy (as Keras does) and
-runs ``fit``, ``evaluate`` and ``predict`` under it with no other change:
-``batch_size`` is the global batch, each replica's loss is the sum of its
-per-example losses divided by the number of examples of the whole step (so the
-gradients summed across replicas equal the single-process gradient), and the
-logged loss and metrics are global values — all-reduced sums and counts —
-identical on every replica.
+A Model is a ``torch.nn.Module`` (as a Keras 3 model on the torch backend is):
+``model.parameters()``, ``state_dict()``, ``.to()`` and hooks work.  It wraps a
+module — ``distrib.Model(net)`` — or is subclassed Keras-style, with layers as
+attributes and the forward computation in :meth:`call`.
+
+A Model created inside ``strategy.scope()`` records that strategy and runs
+``fit``, ``evaluate`` and ``predict`` under it with no other change, including
+when they are called inside that ``with strategy.scope():`` block: ``batch_size``
+is the global batch, each replica's loss is the sum of its per-example losses
+divided by the number of examples of the whole step (so the gradients summed
+across replicas equal the single-process gradient), and the logged loss and
+metrics are global values — all-reduced sums and counts — identical on every
+replica.  A model created outside the scope and compiled or trained inside it
+raises TensorFlow's error, as do replicas that freeze different layers.
 
 Subclass it and override :meth:`train_step`, :meth:`test_step` or
 :meth:`predict_step` as in Keras::
@@ -27,12 +34,13 @@ Example::
         model.compile(optimizer="adam",
                       loss=distrib.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])
-    history = model.fit(x_train, y_train, batch_size=64, epochs=3)
+        history = model.fit(x_train, y_train, batch_size=64, epochs=3)
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -43,9 +51,9 @@ from torch import nn
 
 from distrib import nest
 from distrib.distribute import context
-from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
+from distrib.errors import ContextError, InvalidTypeError, ScopeError, UsageError, explain
 from distrib.mixed_precision import LossScaleOptimizer, Policy, global_policy
-from distrib.training import fit_loop, jit, saving
+from distrib.training import fit_loop, jit, model_io, on_batch, saving
 from distrib.training import optimizers as optimizers_mod
 from distrib.training.compile_utils import (
     LossesContainer,
@@ -56,6 +64,7 @@ from distrib.training.compile_utils import (
 from distrib.training.fit_arguments import require_targets
 from distrib.training.metrics import Metric
 from distrib.training.summary import print_summary
+from distrib.training.trainable import apply_trainable_attributes, set_trainable
 
 __all__ = ["Model", "MetricResults"]
 
@@ -63,8 +72,8 @@ __all__ = ["Model", "MetricResults"]
 class MetricResults(Mapping[str, Any]):
     """The model's metric results, computed on access (what ``compute_metrics`` returns).
 
-    ``fit`` does not read these per-replica values: it logs the global results
-    (all-reduced states) instead, so returning this costs nothing per step.
+    ``fit`` does not read these values: it logs the global results (all-reduced
+    states) instead, so returning this costs nothing per step.
     """
 
     def __init__(self, model: Model) -> None:
@@ -83,12 +92,13 @@ class MetricResults(Mapping[str, Any]):
         return len(self._by_name())
 
 
-class Model:
-    """Wraps ``module`` with Keras' training API (see the module docstring).
+class Model(nn.Module):
+    """Keras' training API on a ``torch.nn.Module`` (see the module docstring).
 
     Args:
         module: the ``torch.nn.Module`` to train; its ``forward`` takes the
-            features ``x`` of a batch.
+            features ``x`` of a batch.  Leave it out in a subclass that defines its
+            layers as attributes and overrides :meth:`call`.
         name: the model's name (``summary()``).
     """
 
@@ -97,27 +107,41 @@ class Model:
     #: final path.
     saves_atomically = True
 
-    def __init__(self, module: nn.Module, name: str | None = None) -> None:
-        if not isinstance(module, nn.Module):
+    # Under a strategy the wrapped module (or each layer of a subclass) is what is
+    # replicated: ``model(x)`` and ``model.module(x)`` both reduce its gradients.
+    _distrib_transparent = True
+
+    def __init__(self, module: nn.Module | None = None, name: str | None = None) -> None:
+        super().__init__()
+        if module is not None and not isinstance(module, nn.Module):
             raise InvalidTypeError(explain("module", type(module).__name__,
                                            "distrib.Model wraps a torch.nn.Module",
                                            "pass e.g. distrib.Model(nn.Sequential(...))"))
+        if module is None and type(self).call is Model.call:
+            raise UsageError(explain("module", None, "distrib.Model needs a module to wrap, "
+                                     "or a subclass that defines call()",
+                                     "pass distrib.Model(nn.Sequential(...)), or subclass "
+                                     "distrib.Model, create layers in __init__ and override "
+                                     "call(self, inputs)"))
         self.module = module
-        self.name = name or _snake(type(module).__name__)
+        self.name = name or _snake(type(module if module is not None else self).__name__)
         self._strategy = context.get_strategy() if context.has_strategy() else None
         self._dtype_policy: Policy = global_policy()
         self.optimizer: Any = None
-        self.loss: Any = None
+        _plain(self, "loss", None)
         self.compiled_loss: LossesContainer | None = None
         self.compiled_metrics: MetricsContainer | None = None
         self._is_compiled = False
         self._jit_compile = False
         self._compiled_call: Callable[[Any], Any] | None = None
         self._steps_per_execution = 1
+        self._compile_args: dict[str, Any] = {}
         self.stop_training = False
         self.history: Any = None
         self._input_shape: tuple[int, ...] | None = None
         self._train_counter = 0
+        self._trainable = True
+        self._call_takes_training = _accepts_training(type(self).call)
 
     # ------------------------------------------------------------ strategy
     @property
@@ -131,34 +155,90 @@ class Model:
             return contextlib.nullcontext()
         return self._strategy.scope()
 
+    def _enter(self, what: str) -> None:
+        """Before ``what`` (compile, fit, ...): TensorFlow's scope rule, the Keras
+        ``trainable`` attributes, and the modules of a still-open scope set up."""
+        if self._strategy is None and context.has_strategy():
+            raise ScopeError(_outside_scope(self, context.get_strategy(), what))
+        apply_trainable_attributes(self)
+        if self._strategy is not None:
+            extended = self._strategy.extended
+            extended.setup_scope_modules()
+            extended.refresh_modules(self)
+
     @property
     def dtype_policy(self) -> Policy:
         """The mixed-precision policy, fixed when the model was created."""
         return self._dtype_policy
 
+    # ---------------------------------------------------------- trainable
+    @property
+    def trainable(self) -> bool:
+        """Keras' ``trainable``: assigning it freezes or unfreezes every weight at once."""
+        return bool(self.__dict__.get("_trainable", True))
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise InvalidTypeError(explain("Model.trainable", value, "must be True or False",
+                                           "assign a bool"))
+        self.__dict__["_trainable"] = value
+        set_trainable(self, value)
+
+    @property
+    def trainable_weights(self) -> list[nn.Parameter]:
+        """The parameters that require gradients."""
+        return [p for p in self.parameters() if p.requires_grad]
+
+    trainable_variables = trainable_weights
+
+    @property
+    def non_trainable_weights(self) -> list[torch.Tensor]:
+        """Frozen parameters, then buffers (Keras' order)."""
+        return [p for p in self.parameters() if not p.requires_grad] + list(self.buffers())
+
+    @property
+    def weights(self) -> list[torch.Tensor]:
+        """Every parameter and buffer of the model."""
+        return list(self._net().state_dict().values())
+
     # ---------------------------------------------------------- forward
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         """The forward computation: ``module(inputs)``.  Override for other signatures."""
+        if self.module is None:
+            raise UsageError(explain("call", None, "this Model has no module",
+                                     "override call() in the subclass"))
         return self.module(inputs)
 
-    def __call__(self, inputs: Any, training: bool | None = None) -> Any:
-        """Run the model; ``training`` switches the module's train/eval mode for the call.
+    def __call__(self, inputs: Any, *args: Any, training: bool | None = None,
+                 **kwargs: Any) -> Any:
+        """Run the model; ``training`` switches train/eval mode for the call.
 
         Under a mixed policy the call runs under ``torch.autocast`` and floating
         outputs come back in float32.
         """
-        if training is not None and self.module.training != training:
-            self.module.train(training)
-        fn = self._compiled_call if (training and self._compiled_call is not None) else None
+        if training is not None and self.training != bool(training):
+            self.train(bool(training))
+        return super().__call__(inputs, *args, training=training, **kwargs)
+
+    def forward(self, inputs: Any, *args: Any, training: bool | None = None,
+                **kwargs: Any) -> Any:
+        """``nn.Module.forward``: :meth:`call` (compiled with ``jit_compile``), autocast."""
+        fn = self._compiled_call if (training and self._compiled_call is not None
+                                     and not args and not kwargs) else None
+        if self._call_takes_training:
+            kwargs["training"] = training
         policy = self._dtype_policy
         if not policy.is_mixed:
-            return fn(inputs) if fn is not None else self.call(inputs, training=training)
-        with policy.autocast(_device_of(self.module).type):
-            out = fn(inputs) if fn is not None else self.call(inputs, training=training)
+            return fn(inputs) if fn is not None else self.call(inputs, *args, **kwargs)
+        with policy.autocast(_device_of(self).type):
+            out = fn(inputs) if fn is not None else self.call(inputs, *args, **kwargs)
         return _cast_floating(out, policy.variable_torch_dtype)
 
     def _jit_target(self, inputs: Any) -> Any:
-        return self.call(inputs, training=True)
+        if self._call_takes_training:
+            return self.call(inputs, training=True)
+        return self.call(inputs)
 
     # ---------------------------------------------------------- compile
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None, metrics: Any = None,
@@ -168,7 +248,7 @@ class Model:
 
         Args:
             optimizer: a Keras name (``"adam"``...), a ``torch.optim.Optimizer``
-                over ``module.parameters()`` or an optimizer class.  Under the
+                over the model's parameters or an optimizer class.  Under the
                 ``mixed_float16`` policy it is wrapped in a ``LossScaleOptimizer``
                 (and a name builds torch's fused optimizer where there is one, so
                 that loss scaling reads nothing back from the device).
@@ -202,13 +282,14 @@ class Model:
                 or steps_per_execution < 1:
             raise UsageError(explain("steps_per_execution", steps_per_execution,
                                      "must be a positive int", "pass e.g. 1 or 32"))
+        self._enter("compile")
         with self._scope():
-            opt: Any = optimizers_mod.get(optimizer, self.module.parameters,
+            opt: Any = optimizers_mod.get(optimizer, self.parameters,
                                           fused=self._dtype_policy.needs_loss_scaling)
             if self._dtype_policy.needs_loss_scaling and not isinstance(opt, LossScaleOptimizer):
                 opt = LossScaleOptimizer(opt)
             self.optimizer = self.distribute_strategy.extended.setup_optimizer(opt)
-        self.loss = loss
+        _plain(self, "loss", loss)
         self.compiled_loss = LossesContainer(loss, loss_weights) if loss is not None else None
         self.compiled_metrics = MetricsContainer(metrics, self.compiled_loss,
                                                  kwargs.get("weighted_metrics"))
@@ -216,6 +297,10 @@ class Model:
         self._compiled_call = jit.compile_step(self._jit_target, jit_compile, self.name,
                                                self.distribute_strategy)
         self._steps_per_execution = steps_per_execution
+        self._compile_args = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
+                              "loss_weights": loss_weights}
+        self._run_eagerly = bool(kwargs.get("run_eagerly"))
+        self._pss_evaluation_shards = kwargs.get("pss_evaluation_shards", 0)
         self._is_compiled = True
 
     def _assert_compiled(self, what: str) -> None:
@@ -248,7 +333,7 @@ class Model:
             m.reset_state()
 
     def get_metrics_result(self) -> dict[str, float]:
-        """This replica's current metric results (``fit`` logs the global ones)."""
+        """The current metric results (global values under a strategy)."""
         return dict(MetricResults(self))
 
     # -------------------------------------------------------- steps
@@ -293,6 +378,8 @@ class Model:
 
     def minimize(self, loss: torch.Tensor) -> None:
         """``loss.backward()``, the optimizer step (loss-scaled under mixed_float16), zero grads."""
+        if not loss.requires_grad:
+            return  # nothing trains (every weight frozen): Keras skips the update too
         opt = self.optimizer
         if isinstance(opt, LossScaleOptimizer):
             opt.minimize(loss)
@@ -333,6 +420,9 @@ class Model:
             validation_batch_size: int | None = None, class_weight: Any = None) -> Any:
         """Train for ``epochs`` epochs (Keras ``fit``); returns the ``History`` callback.
 
+        ``x`` may be arrays, a dataset, a Python generator of batches or a
+        ``distrib.utils.Sequence`` (see ``distrib.training.data_adapter``).
+
         ``class_weight`` (``{class id: weight}``) weighs each training example by
         its class, multiplying ``sample_weight``: the loss and the
         ``weighted_metrics`` see it (see ``distrib.training.class_weights``).
@@ -343,6 +433,7 @@ class Model:
             history.history["val_loss"]
         """
         self._assert_compiled("training/testing. Use `model.compile(optimizer, loss)`")
+        self._enter("fit")
         return fit_loop.fit(self, x=x, y=y, batch_size=batch_size, epochs=epochs,
                             verbose=verbose, callbacks=callbacks,
                             validation_split=validation_split, validation_data=validation_data,
@@ -363,6 +454,7 @@ class Model:
             loss, acc = model.evaluate(x_test, y_test, batch_size=256)
         """
         self._assert_compiled("training/testing. Use `model.compile(optimizer, loss)`")
+        self._enter("evaluate")
         return fit_loop.evaluate(self, x=x, y=y, batch_size=batch_size, verbose=verbose,
                                  sample_weight=sample_weight, steps=steps, callbacks=callbacks,
                                  return_dict=return_dict)
@@ -374,55 +466,80 @@ class Model:
         Under a strategy every replica returns all the predictions: each example
         exactly once, in input order.
         """
+        self._enter("predict")
         return fit_loop.predict(self, x=x, batch_size=batch_size, verbose=verbose, steps=steps,
                                 callbacks=callbacks)
 
+    def train_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None,
+                       reset_metrics: bool = True, return_dict: bool = False) -> Any:
+        """One training step on one global batch (Keras ``train_on_batch``).
+
+        Under a strategy the batch is split across the replicas like a batch of
+        ``fit``; the loss and metrics returned are global values.
+
+        Example::
+
+            loss, acc = model.train_on_batch(x[:64], y[:64])
+        """
+        self._assert_compiled("training/testing. Use `model.compile(optimizer, loss)`")
+        self._enter("train_on_batch")
+        return on_batch.train_on_batch(self, x, y, sample_weight, reset_metrics, return_dict)
+
+    def test_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None,
+                      reset_metrics: bool = True, return_dict: bool = False) -> Any:
+        """Loss and metrics on one global batch (Keras ``test_on_batch``)."""
+        self._assert_compiled("training/testing. Use `model.compile(optimizer, loss)`")
+        self._enter("test_on_batch")
+        return on_batch.test_on_batch(self, x, y, sample_weight, reset_metrics, return_dict)
+
+    def predict_on_batch(self, x: Any) -> Any:
+        """Predictions for one global batch, as numpy (Keras ``predict_on_batch``)."""
+        self._enter("predict_on_batch")
+        return on_batch.predict_on_batch(self, x)
+
     # ----------------------------------------------------- weights
+    def _net(self) -> nn.Module:
+        """The module whose state is the model's weights (the wrapped one, else self)."""
+        return self.module if self.module is not None else self
+
     def get_weights(self) -> list[np.ndarray]:
         """Every parameter and buffer as numpy arrays (``state_dict`` order)."""
-        return saving.get_weights(self.module)
+        return saving.get_weights(self._net())
 
     def set_weights(self, weights: list[Any]) -> None:
         """Set every parameter and buffer from :meth:`get_weights`-ordered arrays."""
-        saving.set_weights(self.module, weights)
-
-    @property
-    def trainable_weights(self) -> list[nn.Parameter]:
-        """The parameters that require gradients."""
-        return [p for p in self.module.parameters() if p.requires_grad]
-
-    @property
-    def weights(self) -> list[torch.Tensor]:
-        """Every parameter and buffer of the module."""
-        return list(self.module.state_dict().values())
+        saving.set_weights(self._net(), weights)
 
     def count_params(self) -> int:
         """The number of parameters."""
-        return sum(p.numel() for p in self.module.parameters())
+        return sum(p.numel() for p in self.parameters())
 
     def save_weights(self, filepath: str | os.PathLike[str], overwrite: bool = True,
                      **kwargs: Any) -> None:
-        """Write ``module.state_dict()`` atomically (the chief writes; every replica calls)."""
+        """Write the module's ``state_dict()`` atomically (the chief writes; all call)."""
+        self.distribute_strategy.extended.sync_buffers(self)
         saving.save_on_chief(self.distribute_strategy, filepath,
-                             lambda: _cpu(self.module.state_dict()), overwrite)
+                             lambda: _cpu(self._net().state_dict()), overwrite)
 
     def load_weights(self, filepath: str | os.PathLike[str], **kwargs: Any) -> None:
         """Load weights written by :meth:`save_weights` (or :meth:`save`), weights only."""
         state = saving.module_state(saving.load_file(filepath))
-        saving.load_module_state(self.module, state, filepath)
+        saving.load_module_state(self._net(), state, filepath)
+
+    def get_config(self) -> dict[str, Any]:
+        """How to rebuild this model without code from a file (``load_model`` uses it)."""
+        return model_io.model_config(self)
 
     def save(self, filepath: str | os.PathLike[str], overwrite: bool = True,
              **kwargs: Any) -> None:
-        """Write the weights, the optimizer and loss-scale state and the policy, atomically."""
-        def build() -> dict[str, Any]:
-            return {"format": saving.FORMAT, "version": 1, "name": self.name,
-                    "module": _cpu(self.module.state_dict()),
-                    "optimizer": self.optimizer.state_dict() if self.optimizer is not None
-                    else None,
-                    "optimizer_class": saving.optimizer_class(self.optimizer)
-                    if self.optimizer is not None else None,
-                    "policy": self._dtype_policy.name}
-        saving.save_on_chief(self.distribute_strategy, filepath, build, overwrite)
+        """Write the architecture, weights, optimizer state and policy, atomically.
+
+        ``distrib.models.load_model(filepath)`` rebuilds the model from it.
+        """
+        self.distribute_strategy.extended.sync_buffers(self)
+        saving.save_on_chief(self.distribute_strategy, filepath,
+                             lambda: model_io.saved_model(self, _cpu(self._net().state_dict())),
+                             overwrite)
 
     def load(self, filepath: str | os.PathLike[str]) -> None:
         """Restore a :meth:`save` file into this model (same architecture), weights only.
@@ -432,7 +549,7 @@ class Model:
         optimizer keeps its hyper-parameters.
         """
         obj = saving.load_file(filepath)
-        saving.load_module_state(self.module, saving.module_state(obj), filepath)
+        saving.load_module_state(self._net(), saving.module_state(obj), filepath)
         state = obj.get("optimizer") if isinstance(obj, dict) else None
         if state is not None and self.optimizer is not None:
             saving.load_optimizer_state(self.optimizer, state, obj.get("optimizer_class"),
@@ -450,11 +567,8 @@ class Model:
         """
         strategy = self.distribute_strategy
         if print_fn is None:
-            if not strategy.extended.should_save_summary:
-                print_fn = _silent
-            else:
-                print_fn = print
-        print_summary(self.module, self.name, print_fn, input_shape or self._input_shape,
+            print_fn = print if strategy.extended.should_save_summary else _silent
+        print_summary(self._net(), self.name, print_fn, input_shape or self._input_shape,
                       line_length or 65, positions or (0.45, 0.85, 1.0))
 
     def _record_input_shape(self, x: Any) -> None:
@@ -462,7 +576,32 @@ class Model:
             self._input_shape = tuple(x.shape[1:])
 
     def __repr__(self) -> str:
-        return f"<distrib.Model {self.name!r} wrapping {type(self.module).__name__}>"
+        inner = type(self.module).__name__ if self.module is not None else type(self).__name__
+        return f"<distrib.Model {self.name!r} wrapping {inner}>"
+
+
+def _outside_scope(model: Model, strategy: Any, what: str) -> str:
+    first = next(model.named_parameters(), None)
+    where = f"{first[0]} of the model" if first is not None else "the model"
+    return explain(
+        f"model.{what}()", f"{model!r} created outside the scope",
+        f"Variable ({where}) was not created in the distribution strategy scope of "
+        f"({strategy!r}). It is most likely because some layers, model, or optimizer was "
+        "being created outside the distribution strategy scope. Try to make sure your code "
+        "looks similar to the following.\nwith strategy.scope():\n  model=_create_model()\n"
+        "  model.compile(...)",
+        "create the distrib.Model and its layers inside `with strategy.scope():`")
+
+
+def _plain(model: nn.Module, name: str, value: Any) -> None:
+    """Set an attribute without registering a module (a loss module is not a layer)."""
+    model._modules.pop(name, None)
+    object.__setattr__(model, name, value)
+
+
+def _accepts_training(call: Callable[..., Any]) -> bool:
+    params = inspect.signature(call).parameters
+    return "training" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def _silent(_line: str) -> None:
@@ -491,4 +630,3 @@ def _detach(value: Any) -> Any:
 
 def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu() for k, v in state.items()}
-

@@ -156,7 +156,7 @@ class Progbar:
             finalize = self.target is not None and current >= self.target
         self._record(current, values or ())
         now = self._clock()
-        if current == self.target:
+        if current == self.target or finalize:
             self._time_at_epoch_end = now
         if self.verbose == 1:
             if now - self._last_update < self.interval and not finalize:
@@ -233,7 +233,7 @@ class Progbar:
         line += f" - {now - self._start:.0f}s" + self._metrics_text()
         if self._time_at_epoch_end is not None:
             time_per_epoch = self._time_at_epoch_end - self._time_at_epoch_start
-            per_step = time_per_epoch / target if target else 0.0
+            per_step = time_per_epoch / current if current else 0.0
             self._time_at_epoch_start = now
             self._time_at_epoch_end = None
             line += " -" + _format_time(time_per_epoch, "epoch")

@@ -44,4 +44,8 @@ print(json.dumps({"start": start, "grads": [p.grad.tolist() for p in net.paramet
                   "reduced": torch_adapter.gradients_all_reduced(net.parameters()),
                   "others_reduced": torch_adapter.gradients_all_reduced(
                       [*net.parameters(), *other.parameters()])}))
+# Both ranks finish their collectives, and the DDP wrapper (with its reducer thread) is
+# gone, before the group is: tearing a group down under a live reducer aborts the process.
+dist.barrier()
+del ddp
 dist.destroy_process_group()

@@ -1,7 +1,7 @@
 """One custom training loop, run unchanged under every strategy (oracle contract).
 
 Usage: python custom_loop.py STRATEGY OUT.pt [STEPS]
-STRATEGY: one_device | mirrored | multi_worker | oracle
+STRATEGY: one_device | mirrored | central_storage | multi_worker | oracle
 Trains the seeds' MLP (784-256-128-10) and CNN (Conv32-Pool-Conv64-Pool-Dense64-Dense10)
 in float64 and float32 for STEPS steps on a synthetic global batch of 16 per step and
 saves every final parameter (chief only).  ``oracle`` trains the same models in one
@@ -44,6 +44,8 @@ def make_strategy(kind: str) -> distrib.Strategy:
         return distrib.OneDeviceStrategy("cpu:0")
     if kind == "mirrored":
         return distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"])
+    if kind == "central_storage":
+        return distrib.CentralStorageStrategy(compute_devices=["cpu:0", "cpu:1"])
     if kind == "multi_worker":
         return distrib.MultiWorkerMirroredStrategy()
     return distrib.get_strategy()

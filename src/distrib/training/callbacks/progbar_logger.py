@@ -6,7 +6,9 @@
     938/938 [==============================] - 3s 2ms/step - loss: 0.2970 - accuracy: 0.9140
 
 Only the chief prints.  During ``fit`` the validation pass is silent; its results
-appear as the ``val_`` values of the epoch line.
+appear as the ``val_`` values of the epoch line.  The finished line shows the steps
+that really ran: when the data run out before ``steps_per_epoch``, an epoch that ran
+16 of 100 steps ends ``16/100 [====>....]`` (TensorFlow prints ``100/100`` there).
 
 Example:
     >>> cb = ProgbarLogger(count_mode="steps")
@@ -63,6 +65,7 @@ class ProgbarLogger(Callback):
         self.epochs = 1
         self._call_batch_hooks = True
         self._called_in_fit = False
+        self._steps_before: int | None = None
 
     def set_params(self, params: dict[str, Any]) -> None:
         super().set_params(params)
@@ -91,6 +94,7 @@ class ProgbarLogger(Callback):
 
     def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
         self._reset_progbar()
+        self._steps_before = getattr(self.model, "_train_counter", None)
         if self._active() and self.epochs > 1:
             print(f"Epoch {epoch + 1}/{self.epochs}", flush=True)
 
@@ -105,6 +109,9 @@ class ProgbarLogger(Callback):
         self._batch_update(batch, None)  # predictions are not shown
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
+        counter = getattr(self.model, "_train_counter", None)
+        if self.use_steps and isinstance(counter, int) and isinstance(self._steps_before, int):
+            self.seen = counter - self._steps_before  # the steps that really ran
         self._finalize(logs)
 
     def on_test_end(self, logs: Logs | None = None) -> None:
@@ -167,4 +174,5 @@ class ProgbarLogger(Callback):
         if self.target is None:
             self.target = self.seen  # unknown size: learnt from the first epoch
             progbar.target = self.target
-        progbar.update(self.target, list(values.items()), finalize=True)
+        ran = self.seen if self.use_steps and 0 < self.seen < self.target else self.target
+        progbar.update(ran, list(values.items()), finalize=True)

@@ -1,0 +1,251 @@
+"""The chief's side of a parameter-server cluster: sessions, heartbeats, per-worker objects, closures.
+
+:class:`ClusterClient` owns the chief's connections:
+
+* to every ``ps`` task: a :class:`~distrib.rpc.variables.VariableClient`, and a
+  heartbeat every second — a ``ps`` that stops answering is recorded as lost, and
+  :meth:`ClusterClient.check` raises the error naming it;
+* to every worker: per-worker objects (:meth:`~ClusterClient.add_per_worker`), sent
+  to each worker, in order, before its next closure, and sent again in full to a
+  worker that restarted (a new incarnation); closures (:meth:`~ClusterClient.run`).
+
+A new chief session (each chief process has its own) makes every task forget the
+previous one, so a restarted chief starts from a clean cluster and restores its
+checkpoint.
+
+Example::
+
+    cluster = ClusterClient("chief:0", [("ps:0", "h1:2222")], [("worker:0", "h2:2222")],
+                            auth, timeout=180)
+    cluster.connect_ps()
+    result = cluster.run(0, pickling.dumps({"fn": f, "args": (), "kwargs": {}}))
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+import uuid
+from typing import Any
+
+from distrib import errors
+from distrib.errors import PeerLostError, RemoteError
+from distrib.rpc import pickling, wire
+from distrib.rpc.auth import Authenticator
+from distrib.rpc.service import HEARTBEAT_SECONDS
+from distrib.rpc.transport import RpcClient
+from distrib.rpc.variables import VariableClient
+
+__all__ = ["ClusterClient", "remote_exception"]
+
+_BUILTIN_ERRORS = {name: getattr(builtins, name) for name in (
+    "ValueError", "TypeError", "RuntimeError", "KeyError", "IndexError", "ZeroDivisionError",
+    "ArithmeticError", "AssertionError", "NotImplementedError", "AttributeError",
+    "LookupError", "StopIteration", "OverflowError", "FloatingPointError", "OSError",
+    "FileNotFoundError", "PermissionError", "ImportError", "ModuleNotFoundError",
+    "NameError", "RecursionError", "MemoryError")}
+_DISTRIB_ERRORS = {name: getattr(errors, name) for name in (
+    "ConfigError", "UsageError", "ContextError", "InvalidTypeError", "DataError",
+    "CancelledError")}
+
+
+def remote_exception(info: dict[str, Any], where: str) -> BaseException:
+    """The exception for a failure reported by a worker (builtin and distrib types kept).
+
+    Example:
+        >>> e = remote_exception({"type": "ZeroDivisionError", "module": "builtins",
+        ...                       "message": "division by zero", "traceback": "",
+        ...                       "lost": []}, "worker:1")
+        >>> type(e).__name__, str(e)
+        ('ZeroDivisionError', 'division by zero (raised on worker:1)')
+    """
+    name, message, tb = info["type"], info["message"], info["traceback"]
+    text = f"{message} (raised on {where})"
+    exc: BaseException
+    if info["lost"]:
+        exc = PeerLostError(f"{message} (reported by {where})", lost=info["lost"])
+    elif info["module"] == "builtins" and name in _BUILTIN_ERRORS:
+        exc = _BUILTIN_ERRORS[name](text)
+    elif info["module"].startswith("distrib.") and name in _DISTRIB_ERRORS:
+        exc = _DISTRIB_ERRORS[name](text)
+    else:
+        exc = RemoteError(f"{name}: {text}", name, tb)
+    if tb and hasattr(exc, "add_note"):
+        exc.add_note(f"Traceback on {where}:\n{tb.rstrip()}")
+    return exc
+
+
+class ClusterClient:
+    """The chief's connections to the ``ps`` tasks and the workers.
+
+    Args:
+        me: the chief's task name.
+        ps: ``(name, address)`` of every ``ps`` task, in order.
+        workers: ``(name, address)`` of every worker, in order.
+        auth: the cluster's authenticator.
+        timeout: the communication timeout in seconds.
+    """
+
+    def __init__(self, me: str, ps: list[tuple[str, str]], workers: list[tuple[str, str]],
+                 auth: Authenticator, timeout: float) -> None:
+        self.me = me
+        self.timeout = timeout
+        self.session = uuid.uuid4().hex
+        self.ps = [RpcClient(me, name, addr, auth, timeout) for name, addr in ps]
+        self.workers = [RpcClient(me, name, addr, auth, timeout) for name, addr in workers]
+        self.variables = VariableClient(self.ps)
+        self._per_worker: list[bytes] = []
+        self._installed = [0] * len(workers)
+        self._worker_locks = [threading.Lock() for _ in workers]
+        self._tickets = [0] * len(workers)
+        self._incarnations: list[str | None] = [None] * len(workers)
+        self._lock = threading.Lock()
+        self._error: PeerLostError | None = None
+        self._stop = threading.Event()
+        self._beats: threading.Thread | None = None
+        self._reached: set[str] = set()  # tasks that answered during this session
+
+    # ------------------------------------------------------------- sessions
+    def _hello(self, client: RpcClient) -> str:
+        reply = wire.decode(client.call("Hello", wire.encode({"session": self.session})))
+        self._reached.add(client.task)
+        return str(reply["incarnation"])
+
+    def connect_ps(self) -> None:
+        """Wait for every ``ps`` task (at most the timeout) and start this chief's session.
+
+        Raises:
+            PeerLostError: a ``ps`` task did not start within the timeout.
+        """
+        for client in self.ps:
+            if not client.wait_ready(self.timeout):
+                raise PeerLostError(
+                    f"Lost task {client.task}: it did not accept connections at "
+                    f"{client.address} within {self.timeout:.0f} s. Fix: start every task "
+                    "of the cluster (the same program, each with its own TF_CONFIG), or raise "
+                    "CommunicationOptions(timeout_seconds=...).", lost=[client.task])
+            self._hello(client)
+        self._beats = threading.Thread(target=self._beat_loop, name="distrib-ps-heartbeat",
+                                       daemon=True)
+        self._beats.start()
+
+    def connect_worker(self, index: int, timeout: float) -> bool:
+        """Start the session on worker ``index``; False if it did not answer within ``timeout``.
+
+        A worker that restarted since the last contact gets every per-worker object again.
+        """
+        client = self.workers[index]
+        if not client.wait_ready(timeout):
+            return False
+        with self._worker_locks[index]:
+            try:
+                incarnation = self._hello(client)
+            except PeerLostError:
+                return False
+            if incarnation != self._incarnations[index]:
+                self._incarnations[index] = incarnation
+                self._installed[index] = 0
+                self._tickets[index] = 0
+        return True
+
+    def ticket(self, index: int) -> int:
+        """The next position in worker ``index``'s order of closures (taken when dispatching).
+
+        The worker runs closures in ticket order, so a worker fed several closures at once
+        (to hide the round trip) still runs them in the order they were dispatched.
+        """
+        with self._worker_locks[index]:
+            self._tickets[index] += 1
+            return self._tickets[index] - 1
+
+    def _beat_loop(self) -> None:
+        body = wire.encode({"session": self.session})
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            for client in [*self.ps, *self.workers]:
+                try:
+                    client.call("Beat", body, timeout=self.timeout)
+                    self._reached.add(client.task)
+                except PeerLostError as exc:
+                    if client in self.ps and self._error is None:
+                        self._error = exc
+                except Exception:  # noqa: BLE001 - a worker's state is handled by dispatch
+                    pass
+
+    def check(self) -> None:
+        """Raise the error of a lost ``ps`` task, if any."""
+        if self._error is not None:
+            raise self._error
+
+    # ------------------------------------------------------ per-worker objects
+    def add_per_worker(self, rid: int, fn: Any, args: tuple[Any, ...],
+                       refs: pickling.Refs) -> None:
+        """Make ``fn(*args)`` per-worker object ``rid`` on every worker (before its next closure)."""
+        blob = pickling.dumps({"rid": rid, "fn": fn, "args": args}, refs)
+        with self._lock:
+            self._per_worker.append(blob)
+
+    def _install_all(self, index: int) -> None:
+        client = self.workers[index]
+        with self._worker_locks[index]:
+            while True:
+                with self._lock:
+                    if self._installed[index] >= len(self._per_worker):
+                        return
+                    blob = self._per_worker[self._installed[index]]
+                self._reply(index, client.call("Install", self._envelope(index, blob),
+                                               code=True, timeout=None))
+                self._installed[index] += 1
+
+    def _envelope(self, index: int, blob: bytes, seq: int | None = None) -> bytes:
+        return wire.encode({"incarnation": self._incarnations[index], "blob": blob,
+                            "seq": seq})
+
+    def _reply(self, index: int, reply: bytes) -> Any:
+        answer = wire.decode(reply)
+        if answer.get("restarted"):
+            client = self.workers[index]
+            raise PeerLostError(f"Lost task {client.task}: it restarted (a new process at "
+                                f"{client.address}) and must be sent its objects again.",
+                                lost=[client.task])
+        if "error" in answer:
+            raise remote_exception(answer["error"], self.workers[index].task)
+        return answer["ok"]
+
+    def run(self, index: int, blob: bytes, seq: int | None = None) -> Any:
+        """Run a pickled closure on worker ``index`` (``seq``: its :meth:`ticket`); returns its result.
+
+        Raises:
+            PeerLostError: the worker (``lost == ["worker:i"]``) or a ``ps`` it used is lost.
+            Exception: what the closure raised, rebuilt by :func:`remote_exception`.
+        """
+        self._install_all(index)
+        client = self.workers[index]
+        return self._reply(index, client.call("Run", self._envelope(index, blob, seq),
+                                              code=True, timeout=365 * 24 * 3600.0))
+
+    # ------------------------------------------------------------- shutdown
+    def shutdown(self) -> None:
+        """Tell every task that the chief finished, and close the connections.
+
+        A task that never answered in this session (still starting) is waited for, at
+        most the communication timeout, so that it does not wait for a chief that is
+        gone; a task that answered before and is unreachable now is not.
+        """
+        self._stop.set()
+        body = wire.encode({"session": self.session})
+
+        def tell(client: RpcClient) -> None:
+            if client.task not in self._reached and not client.wait_ready(self.timeout):
+                return
+            try:
+                client.call("Shutdown", body, timeout=5.0)
+            except Exception:  # noqa: BLE001 - the task is gone already
+                pass
+        threads = [threading.Thread(target=tell, args=(c,), daemon=True)
+                   for c in [*self.workers, *self.ps]]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(self.timeout + 10.0)
+        for client in [*self.workers, *self.ps]:
+            client.close()

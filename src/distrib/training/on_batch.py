@@ -1,0 +1,82 @@
+"""``Model.train_on_batch``, ``test_on_batch`` and ``predict_on_batch`` (Keras' single steps).
+
+Each takes one GLOBAL batch: under a strategy it is split across the replicas as a
+batch of ``fit`` is, and what comes back is global — the loss and metrics
+all-reduced, the predictions of every row in order.  As with ``fit``, the arrays
+must be the same in every replica process (checked with one small all-gather).
+
+Example::
+
+    for x_batch, y_batch in batches:
+        loss, acc = model.train_on_batch(x_batch, y_batch)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from distrib.errors import UsageError, explain
+from distrib.training import fit_loop
+from distrib.training.data_adapter import DataHandler, check_same_arrays, num_examples
+
+if TYPE_CHECKING:
+    from distrib.training.model import Model
+
+__all__ = ["train_on_batch", "test_on_batch", "predict_on_batch"]
+
+
+def _handler(runner: Any, x: Any, y: Any, sample_weight: Any) -> DataHandler:
+    if x is None:
+        raise UsageError(explain("x", None, "the batch needs features",
+                                 "pass the batch's inputs as x"))
+    check_same_arrays(runner.strategy, {"x": x, "y": y, "sample_weight": sample_weight})
+    rows = num_examples(*(v for v in (x, y, sample_weight) if v is not None))
+    handler = DataHandler(x, y, sample_weight, batch_size=max(rows, 1),
+                          strategy=runner.strategy, float_dtype=runner.dtype)
+    return runner.use(handler)  # type: ignore[no-any-return]
+
+
+def _result(model: Model, logs: dict[str, Any], return_dict: bool) -> Any:
+    if return_dict:
+        return logs
+    values = [logs[name] for name in model.metrics_names if name in logs]
+    return values[0] if len(values) == 1 else values
+
+
+def train_on_batch(model: Model, x: Any, y: Any, sample_weight: Any, reset_metrics: bool,
+                   return_dict: bool) -> Any:
+    """``Model.train_on_batch`` (see the module docstring)."""
+    with model._scope():
+        fit_loop._check_replicated(model)
+        runner = fit_loop._Runner(model)
+        handler = _handler(runner, x, y, sample_weight)
+        if reset_metrics:
+            model.reset_metrics()
+        with fit_loop._mode(model, True):
+            for _, batch, rows in handler.epoch():
+                runner.train(batch, rows)
+        return _result(model, runner.sync({}), return_dict)
+
+
+def test_on_batch(model: Model, x: Any, y: Any, sample_weight: Any, reset_metrics: bool,
+                  return_dict: bool) -> Any:
+    """``Model.test_on_batch`` (see the module docstring)."""
+    with model._scope():
+        fit_loop._check_replicated(model)
+        runner = fit_loop._Runner(model)
+        handler = _handler(runner, x, y, sample_weight)
+        if reset_metrics:
+            model.reset_metrics()
+        with fit_loop._mode(model, False), torch.no_grad():
+            for _, batch, _ in handler.epoch():
+                runner.test(batch)
+        return _result(model, runner.sync({}), return_dict)
+
+
+def predict_on_batch(model: Model, x: Any) -> Any:
+    """``Model.predict_on_batch``: ``predict`` on one global batch, silently."""
+    rows = num_examples(x)
+    return fit_loop.predict(model, x=x, batch_size=max(rows, 1), verbose=0, steps=None,
+                            callbacks=None)

@@ -29,7 +29,7 @@ import torch
 
 from distrib.data import AutoShardPolicy, Dataset
 from distrib.distribute.group import ReplicaGroupInfo
-from distrib.errors import DataError, UsageError, explain
+from distrib.errors import DataError, InvalidTypeError, UsageError, explain
 from distrib.input.context import (
     InputContext,
     InputOptions,
@@ -54,10 +54,10 @@ def _call_batch_error(replicas: int) -> DataError:
 
 
 def _check_options(options: InputOptions | None, from_function: bool) -> InputOptions:
-    options = options or InputOptions()
+    options = InputOptions() if options is None else options
     if not isinstance(options, InputOptions):
-        raise UsageError(explain("options", options, "must be a distrib.InputOptions",
-                                 "build one with distrib.InputOptions(...)"))
+        raise InvalidTypeError(explain("options", options, "must be a distrib.InputOptions",
+                                       "build one with distrib.InputOptions(...)"))
     per_replica = options.experimental_replication_mode == InputReplicationMode.PER_REPLICA
     if per_replica and not from_function:
         raise UsageError(explain(

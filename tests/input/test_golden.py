@@ -307,10 +307,14 @@ ISSUE_CASES = {
                                   [[6, 7], [6, 7]], [[8], [8]]],
     "dd|2|1|OFF|range|14|8|0||1": [[[0, 1, 2, 3]] * 2, [[4, 5, 6, 7]] * 2,
                                    [[8, 9, 10, 11]] * 2, [[12, 13]] * 2],
-    # Several workers, AUTO (DATA): each global batch split, already right before.
+    # Several workers, AUTO and DATA: each global batch split into one piece per replica.
     "dd|2|1|AUTO|range|9|4|0||1": [[[0, 1], [2, 3]], [[4, 5], [6, 7]], [[8], []]],
     "dd|2|1|AUTO|range|14|8|0||1": [[[0, 1, 2, 3], [4, 5, 6, 7]], [[8, 9, 10], [11, 12, 13]]],
+    "dd|2|1|DATA|range|9|4|0||1": [[[0, 1], [2, 3]], [[4, 5], [6, 7]], [[8], []]],
+    "dd|2|1|DATA|range|14|8|0||1": [[[0, 1, 2, 3], [4, 5, 6, 7]], [[8, 9, 10], [11, 12, 13]]],
 }
+"""The cases reported against an earlier split rule: one worker x 2 replicas, and 2 workers x
+1 replica under OFF, AUTO and DATA.  Each is in the golden file, as TensorFlow 2.21 ran it."""
 
 DOC_CASES = {   # the examples of docs/input_distribution.md
     "dd|1|3|AUTO|range|8|4|0||1": [[[0, 1], [2, 3], []], [[4, 5], [6, 7], []]],
@@ -325,6 +329,16 @@ DOC_CASES = {   # the examples of docs/input_distribution.md
     "fn|1|2|AUTO|range|10|6|1||1": [[[0, 1, 2], [3, 4, 5]]],
     "fn|1|2|AUTO|range|10|6|0||1": [[[0, 1, 2], [3, 4, 5]], [[6, 7, 8], [9]]],
 }
+
+
+@pytest.mark.parametrize("key", sorted(ISSUE_CASES))
+def test_each_reported_case_is_in_the_golden_file_and_distrib_gives_it(key: str,
+                                                                       tmp_path: Path) -> None:
+    assert key in golden(), f"{key} is missing from {GOLDEN.name}: run golden/generate.py"
+    assert golden()[key]["s"] == ISSUE_CASES[key], "TensorFlow 2.21 gave other batches"
+    got = run_case(parse_key(key), tmp_path)
+    assert got["s"] == ISSUE_CASES[key]
+    assert same(got, golden()[key])   # the per-step reduce(MEAN, axis=0) too
 
 
 def test_the_issue_and_documented_cases_are_in_the_golden_grid() -> None:

@@ -18,6 +18,7 @@ position — epoch and steps taken, in global batches where the plan allows —
 can be saved and restored (``state_dict`` / ``load_state_dict``).
 
 Example:
+    >>> from distrib.data import Dataset
     >>> group = ReplicaGroupInfo.single()
     >>> dist = DistributedDataset(StepPlan(Dataset.range(5).batch(2), "stride"), group)
     >>> [b.tolist() for b in dist]

@@ -165,7 +165,7 @@ def family_generator() -> list[dict[str, Any]]:
     return out
 
 
-EXAMPLES = (   # the cases docs/input_distribution.md and issue 7 quote, whatever the sampling
+EXAMPLES = (   # the cases the documentation and the tests quote, whatever the sampling
     ("dd", 1, 2, "AUTO", "range", 6, 4, 0), ("dd", 1, 2, "AUTO", "range", 14, 8, 0),
     ("dd", 1, 2, "AUTO", "range", 5, 8, 0), ("dd", 1, 2, "AUTO", "range", 10, 6, 0),
     ("dd", 1, 3, "AUTO", "range", 8, 4, 0), ("dd", 2, 1, "AUTO", "range", 14, 8, 0),
@@ -175,6 +175,7 @@ EXAMPLES = (   # the cases docs/input_distribution.md and issue 7 quote, whateve
     ("dd", 2, 1, "OFF", "range", 5, 3, 0), ("dd", 2, 2, "OFF", "range", 10, 6, 0),
     ("fn", 1, 2, "AUTO", "range", 10, 6, 1), ("fn", 1, 2, "AUTO", "range", 10, 6, 0),
     ("dd", 2, 1, "OFF", "range", 2, 1, 0), ("dd", 2, 1, "OFF", "range", 7, 1, 0),
+    ("dd", 2, 1, "DATA", "range", 9, 4, 0), ("dd", 2, 1, "DATA", "range", 14, 8, 0),
 )
 
 

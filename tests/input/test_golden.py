@@ -296,7 +296,7 @@ def test_every_replica_gets_what_tensorflow_gives(layout: tuple[int, int],
         "\n".join(failures[:15])
 
 
-ISSUE_CASES = {
+REPORTED_CASES = {
     # One worker, several replicas: each global batch split on its own into ceil pieces.
     "dd|1|2|AUTO|range|6|4|0||1": [[[0, 1], [2, 3]], [[4], [5]]],
     "dd|1|2|AUTO|range|14|8|0||1": [[[0, 1, 2, 3], [4, 5, 6, 7]], [[8, 9, 10], [11, 12, 13]]],
@@ -331,18 +331,18 @@ DOC_CASES = {   # the examples of docs/input_distribution.md
 }
 
 
-@pytest.mark.parametrize("key", sorted(ISSUE_CASES))
+@pytest.mark.parametrize("key", sorted(REPORTED_CASES))
 def test_each_reported_case_is_in_the_golden_file_and_distrib_gives_it(key: str,
                                                                        tmp_path: Path) -> None:
     assert key in golden(), f"{key} is missing from {GOLDEN.name}: run golden/generate.py"
-    assert golden()[key]["s"] == ISSUE_CASES[key], "TensorFlow 2.21 gave other batches"
+    assert golden()[key]["s"] == REPORTED_CASES[key], "TensorFlow 2.21 gave other batches"
     got = run_case(parse_key(key), tmp_path)
-    assert got["s"] == ISSUE_CASES[key]
+    assert got["s"] == REPORTED_CASES[key]
     assert same(got, golden()[key])   # the per-step reduce(MEAN, axis=0) too
 
 
-def test_the_issue_and_documented_cases_are_in_the_golden_grid() -> None:
-    for key, steps in {**ISSUE_CASES, **DOC_CASES}.items():
+def test_the_reported_and_documented_cases_are_in_the_golden_grid() -> None:
+    for key, steps in {**REPORTED_CASES, **DOC_CASES}.items():
         assert golden()[key]["s"] == steps, key
     # reduce(MEAN, axis=0): the mean over the real rows of every replica.
     assert golden()["dd|1|2|AUTO|range|6|4|0||1"]["m"] == [1.5, 4.5]

@@ -2,7 +2,7 @@
 
 A selection of the TensorFlow 2.21 golden cases of 1 worker x 2 replicas
 (``MirroredStrategy``) and 2 workers x 1 replica (``MultiWorkerMirroredStrategy``
-under TF_CONFIG) — the cases of issue 7, and cases with a per-step mean for each
+under TF_CONFIG) — the reported cases, and cases with a per-step mean for each
 kind of pipeline and policy — run through the strategy's own
 ``experimental_distribute_dataset`` / ``distribute_datasets_from_function`` and
 ``strategy.reduce(MEAN, batch, axis=0)``, with real collectives for the
@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from tests.input.golden.grid import parse_key
-from tests.input.test_golden import ISSUE_CASES, golden
+from tests.input.test_golden import REPORTED_CASES, golden
 from tests.support import localhost_cluster, run_python, start_cluster, wait_all
 
 PROGRAM = str(Path(__file__).parent / "programs" / "golden_strategy.py")
@@ -35,8 +35,8 @@ def interest(steps: list[list[Any]]) -> tuple[bool, bool, int]:
 
 
 def selection(layout: tuple[int, int]) -> list[str]:
-    """The issue's cases of ``layout``, and one case with a mean per kind of case."""
-    keys = [k for k in ISSUE_CASES if tuple(parse_key(k)[f] for f in ("W", "L")) == layout]
+    """The reported cases of ``layout``, and one case with a mean per kind of case."""
+    keys = [k for k in REPORTED_CASES if tuple(parse_key(k)[f] for f in ("W", "L")) == layout]
     best: dict[tuple[Any, ...], str] = {}
     for key, result in golden().items():
         case = parse_key(key)

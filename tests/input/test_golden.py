@@ -325,7 +325,7 @@ DOC_CASES = {   # the examples of docs/input_distribution.md
                                         [[4], []]],
     "dd|2|1|AUTO|text|5-3|4|0||1": [[[0, 1], [5, 6]], [[2, 3], [7]], [[4], []]],
     "dd|2|1|OFF|range|5|3|0||1": [[[0, 1], [0]], [[2], [1, 2]], [[3, 4], [3]], [[], [4]]],
-    "dd|2|1|OFF|range|2|1|0||1": [[[0], []], [[], [0]], [[1], []], [[], [1]]],
+    "dd|2|1|OFF|range|2|1|0||1": [[[0], []], [[], [0]], [[1], []], [[], [1]], [[], []]],
     "fn|1|2|AUTO|range|10|6|1||1": [[[0, 1, 2], [3, 4, 5]]],
     "fn|1|2|AUTO|range|10|6|0||1": [[[0, 1, 2], [3, 4, 5]], [[6, 7, 8], [9]]],
 }
@@ -347,6 +347,7 @@ def test_the_reported_and_documented_cases_are_in_the_golden_grid() -> None:
     # reduce(MEAN, axis=0): the mean over the real rows of every replica.
     assert golden()["dd|1|2|AUTO|range|6|4|0||1"]["m"] == [1.5, 4.5]
     assert golden()["dd|2|2|OFF|range|10|6|0||1"]["m"][0] == pytest.approx(7 / 6)
+    assert math.isnan(golden()["dd|2|1|OFF|range|2|1|0||1"]["m"][-1])
     last = golden()["dd|2|1|OFF|range|7|1|0||1"]
     assert len(last["s"]) == 15 and last["s"][-1] == [[], []] and math.isnan(last["m"][-1])
 

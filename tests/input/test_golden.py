@@ -38,7 +38,7 @@ from distrib.input import (
     distribute_datasets_from_function,
     make_plan,
 )
-from tests.input.golden.grid import LAYOUTS, parse_key, write_files
+from tests.input.golden.grid import FILE_SOURCES, LAYOUTS, parse_key, write_files
 from tests.input.helpers import as_lists
 
 GOLDEN = Path(__file__).parent / "golden" / "tf_input.json"
@@ -62,12 +62,17 @@ def source(case: dict[str, Any], root: Path) -> Dataset:
     if case["src"] == "slices":
         i = torch.arange(case["n"])
         return Dataset.from_tensor_slices((torch.stack([i.double(), (i * i).double()], 1), i))
+    if case["src"] == "rangeil":   # an interleave that opens no files
+        return Dataset.range(case["n"]).interleave(Dataset.from_tensors, cycle_length=2,
+                                                   block_length=1)
     folder = write_files(root, case["f"])
     if case["src"] == "text":
         lines = TextLineDataset([str(folder / f"part{k}.txt") for k in range(len(case["f"]))])
     else:
-        lines = Dataset.list_files(str(folder / "*.txt"), shuffle=False).interleave(
-            TextLineDataset, cycle_length=2, block_length=1)
+        files = Dataset.list_files(str(folder / "*.txt"), shuffle=False)
+        if case["src"] == "filesmap":
+            files = files.map(lambda name: name)
+        lines = files.interleave(TextLineDataset, cycle_length=2, block_length=1)
     return lines.map(lambda s: torch.tensor(int(s)))
 
 
@@ -81,6 +86,8 @@ def pipeline(case: dict[str, Any], root: Path) -> Dataset:
         ds = ds.filter(lambda *e: value(e if len(e) > 1 else e[0]) % 3 != 1)
     if p == "hint":
         ds = ds.shard(SHARD_HINT, SHARD_HINT)
+    if p == "shard2":
+        ds = ds.shard(2, 1)
     if p != "nobatch" and case["src"] != "gen":
         ds = ds.batch(case["G"], drop_remainder=bool(case["d"]))
     if p == "map":
@@ -360,7 +367,7 @@ def test_the_grid_reaches_every_plan_mode_and_policy(tmp_path: Path) -> None:
         if case["api"] != "dd" or case["p"] == "nobatch" or "e" in golden()[key]:
             continue
         plan = make_plan(pipeline(case, tmp_path), groups(case, None)[-1])
-        reader = "file" if case["src"] in ("text", "files") else \
+        reader = "file" if case["src"] in FILE_SOURCES else \
             "unknown batch" if case["src"] == "gen" else "memory"
         seen.add((plan.mode, case["W"] > 1, case["L"] > 1, case["pol"], reader))
     for several_workers in (False, True):

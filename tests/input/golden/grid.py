@@ -15,13 +15,16 @@ the same pipeline with distrib:
          lines holding consecutive integers, each line parsed as an int64) or
          ``files`` (the same files through ``list_files(shuffle=False)`` and
          ``interleave(TextLineDataset, cycle_length=2, block_length=1)``);
+         ``rangeil`` (``range(n)`` through ``interleave(from_tensors, cycle_length=2,
+         block_length=1)``: an interleave that opens no files); ``filesmap`` (as
+         ``files`` with an identity ``map`` between ``list_files`` and the interleave);
 ``n``/``f`` the size, or the file sizes;
 ``G``, ``d`` the global batch and drop_remainder (``fn``: each pipeline batches by
          ``G // R``, the per-replica batch);
 ``p``    the pipeline variant: ``""`` batch; ``filter`` (``filter(v % 3 != 1)``
          before batch); ``map`` (``map(b * 2)`` after batch); ``repeat``
-         (``repeat(2)`` after batch); ``hint`` (``shard(SHARD_HINT, SHARD_HINT)``
-         before batch); ``nobatch`` (no batch); for ``fn``: ``""`` (every pipeline
+         (``repeat(2)`` after batch); ``shard2`` (``shard(2, 1)`` before batch);
+         ``hint`` (``shard(SHARD_HINT, SHARD_HINT)`` before batch); ``nobatch`` (no batch); for ``fn``: ``""`` (every pipeline
          reads everything) or ``shard`` (``shard(num_input_pipelines,
          input_pipeline_id)`` before batch);
 ``m``    1 when the per-step mean is recorded.
@@ -41,6 +44,7 @@ from typing import Any
 
 POLICIES = ("AUTO", "OFF", "DATA", "FILE", "HINT")
 LAYOUTS = ((1, 1), (1, 2), (1, 3), (1, 4), (2, 1), (2, 2), (3, 1), (3, 2))
+FILE_SOURCES = ("text", "files", "filesmap")
 FILE_SETS = ((5, 3), (6, 6), (4, 0, 7), (1, 2, 3, 4), (10,), (3, 3, 3), (0, 5),
              (7, 1, 1, 2, 6), (2, 9, 4, 1, 3, 8))
 
@@ -48,7 +52,7 @@ FILE_SETS = ((5, 3), (6, 6), (4, 0, 7), (1, 2, 3, 4), (10,), (3, 3, 3), (0, 5),
 def _case(api: str, w: int, lr: int, pol: str, src: str, size: Any, g: int, d: int,
           p: str = "", m: int = 0) -> dict[str, Any]:
     case: dict[str, Any] = {"api": api, "W": w, "L": lr, "pol": pol, "src": src}
-    case["f" if src in ("text", "files") else "n"] = list(size) if isinstance(size, tuple) \
+    case["f" if src in FILE_SOURCES else "n"] = list(size) if isinstance(size, tuple) \
         else size
     case.update(G=g, d=d, p=p, m=m)
     return case
@@ -188,9 +192,27 @@ def family_examples() -> list[dict[str, Any]]:
     return out
 
 
+def family_reach() -> list[dict[str, Any]]:
+    """The rarer shapes of a pipeline the shard rules must walk: an explicit ``shard(2, 1)``
+    before batch, an ``interleave`` that opens no files, and a ``map`` between
+    ``list_files`` and the interleave that reads them."""
+    out = []
+    layouts = ((1, 2), (1, 3), (2, 1), (2, 2), (3, 1))
+    for (w, lr), pol in itertools.product(layouts, POLICIES):
+        def make(kind: str, n: int, g: int, d: int, w: int = w, lr: int = lr, pol: str = pol
+                 ) -> dict[str, Any]:
+            if kind == "filesmap":
+                return _case("dd", w, lr, pol, "filesmap", FILE_SETS[n], g, d, m=int(g == 3))
+            src, p = ("range", "shard2") if kind == "shard2" else ("rangeil", "")
+            return _case("dd", w, lr, pol, src, (0, 5, 13)[n], g, d, p=p, m=int(g == 3))
+        out += _product(9 if w == 1 else 12, make, ("shard2", "rangeil", "filesmap"),
+                        range(3), (2, 3, 4), DROPS)
+    return out
+
+
 FAMILIES = {"examples": family_examples, "range": family_range, "slices": family_slices,
             "text": family_text, "variants": family_variants, "generator": family_generator,
-            "function": family_function}
+            "function": family_function, "reach": family_reach}
 """Each family of a layout runs in fresh worker processes: TensorFlow keeps state between
 datasets (after PER_REPLICA input, a ``from_generator`` dataset is read by every replica
 whole), which must not leak from one family into the next."""
@@ -226,7 +248,7 @@ def parse_key(key: str) -> dict[str, Any]:
     """The case named ``key`` (the inverse of :func:`case_key`)."""
     api, w, lr, pol, src, size, g, d, p, m = key.split("|")
     case: dict[str, Any] = {"api": api, "W": int(w), "L": int(lr), "pol": pol, "src": src}
-    if src in ("text", "files"):
+    if src in FILE_SOURCES:
         case["f"] = [int(v) for v in size.split("-")]
     else:
         case["n"] = int(size)

@@ -52,13 +52,18 @@ def _tf_source(tf: Any, case: dict[str, Any], files_root: Path) -> Any:
         i = tf.range(case["n"], dtype=tf.int64)
         x = tf.stack([tf.cast(i, tf.float64), tf.cast(i * i, tf.float64)], axis=1)
         return tf.data.Dataset.from_tensor_slices((x, i))
+    if src == "rangeil":
+        return tf.data.Dataset.range(case["n"]).interleave(
+            tf.data.Dataset.from_tensors, cycle_length=2, block_length=1)
     folder = write_files(files_root, case["f"])
     if src == "text":
         names = [str(folder / f"part{k}.txt") for k in range(len(case["f"]))]
         lines = tf.data.TextLineDataset(names)
     else:
-        lines = tf.data.Dataset.list_files(str(folder / "*.txt"), shuffle=False).interleave(
-            tf.data.TextLineDataset, cycle_length=2, block_length=1)
+        files = tf.data.Dataset.list_files(str(folder / "*.txt"), shuffle=False)
+        if src == "filesmap":
+            files = files.map(lambda name: name)
+        lines = files.interleave(tf.data.TextLineDataset, cycle_length=2, block_length=1)
     return lines.map(lambda s: tf.strings.to_number(s, tf.int64))
 
 
@@ -78,6 +83,8 @@ def _tf_pipeline(tf: Any, case: dict[str, Any], files_root: Path, batch: int) ->
         ds = ds.filter(lambda *e: _value(e if len(e) > 1 else e[0]) % 3 != 1)
     if p == "hint":
         ds = ds.shard(tf.data.experimental.SHARD_HINT, tf.data.experimental.SHARD_HINT)
+    if p == "shard2":
+        ds = ds.shard(2, 1)
     if p != "nobatch" and case["src"] != "gen":
         ds = ds.batch(batch, drop_remainder=d)
     if p == "map":

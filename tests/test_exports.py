@@ -41,3 +41,18 @@ def test_every_registered_strategy_is_exported() -> None:
 
     for name, cls in STRATEGIES.items():
         assert getattr(distrib, name) is cls, f"{name} is registered but not exported"
+
+
+def test_checkpoint_and_estimator_names_are_tensorflows() -> None:
+    # tf.train.*, tf.distribute.experimental.* and tf.estimator.* under distrib's names.
+    from distrib import checkpoint, estimator, experimental, train
+
+    assert distrib.Checkpoint is train.Checkpoint is checkpoint.Checkpoint
+    assert distrib.CheckpointManager is train.CheckpointManager is checkpoint.CheckpointManager
+    assert train.latest_checkpoint is checkpoint.latest_checkpoint
+    assert experimental.PreemptionCheckpointHandler is distrib.PreemptionCheckpointHandler
+    assert experimental.TerminationConfig is distrib.TerminationConfig
+    for name in ("Estimator", "EstimatorSpec", "ModeKeys", "RunConfig", "TrainSpec",
+                 "EvalSpec", "train_and_evaluate"):
+        assert hasattr(estimator, name), name
+    assert {"checkpoint", "estimator", "train"} <= set(distrib.__all__)

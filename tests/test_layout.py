@@ -30,9 +30,12 @@ def test_nothing_is_unpickled_from_the_network() -> None:
     # exception is rpc/pickling.py: the functions ParameterServerStrategy's chief sends to
     # its workers, unpickled only after their MAC with the cluster's secret was verified
     # over the whole message (rpc/transport.py; tests/coordinator/test_rpc.py).
+    # checkpoint/storage.py reads DCP's ``.metadata`` files (not the network) with an
+    # unpickler that accepts only DCP's metadata classes (tests/checkpoint/).
     pattern = re.compile(r"(gather|broadcast|scatter|send|recv)_object(_list)?\(|"
                          r"import pickle|pickle\.loads|torch\.distributed\.rpc")
     offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                  if pattern.search(p.read_text())
-                 and p.relative_to(SRC).as_posix() != "rpc/pickling.py"]
+                 and p.relative_to(SRC).as_posix() not in ("rpc/pickling.py",
+                                                           "checkpoint/storage.py")]
     assert offenders == [], f"pickle-based communication in: {offenders}"

@@ -45,6 +45,8 @@ _EXPORTS: dict[str, str] = {
                      "has_strategy", "in_cross_replica_context"], "distrib.distribute"),
     **dict.fromkeys(["AutoShardPolicy", "InputContext", "InputOptions",
                      "InputReplicationMode"], "distrib.input"),
+    **dict.fromkeys(["Checkpoint", "CheckpointManager", "PreemptionCheckpointHandler",
+                     "TerminationConfig"], "distrib.checkpoint"),
     **dict.fromkeys(["CentralStorageStrategy", "MirroredStrategy",
                      "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
                      "ParameterServerStrategy", "Strategy", "StrategyExtended",
@@ -54,10 +56,14 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics", "optimizers"],
                     "distrib.training"),
 }
-_SUBMODULES = {"cluster", "comm", "config", "coordinator", "data", "datasets", "distribute", "errors", "experimental", "input", "mixed_precision", "models", "nest", "rpc", "strategies", "tpu", "training", "utils"}
+_SUBMODULES = {"checkpoint", "cluster", "comm", "config", "coordinator", "data", "datasets",
+               "distribute", "errors", "estimator", "experimental", "input",
+               "mixed_precision", "models", "nest", "rpc", "strategies", "tpu", "train",
+               "training", "utils"}
 
 if TYPE_CHECKING:
     from distrib import (
+        checkpoint,
         cluster,
         comm,
         config,
@@ -66,6 +72,7 @@ if TYPE_CHECKING:
         datasets,
         distribute,
         errors,
+        estimator,
         experimental,
         input,
         mixed_precision,
@@ -74,8 +81,15 @@ if TYPE_CHECKING:
         rpc,
         strategies,
         tpu,
+        train,
         training,
         utils,
+    )
+    from distrib.checkpoint import (
+        Checkpoint,
+        CheckpointManager,
+        PreemptionCheckpointHandler,
+        TerminationConfig,
     )
     from distrib.comm import CommunicationImplementation, CommunicationOptions, ReduceOp
     from distrib.distribute import (
@@ -136,15 +150,17 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AutoShardPolicy", "CentralStorageStrategy", "CommunicationImplementation",
-    "CommunicationOptions", "DistributedValues", "FixedShardsPartitioner", "InputContext",
-    "InputOptions", "InputReplicationMode", "MaxSizePartitioner", "MinSizePartitioner",
-    "Mirrored", "MirroredStrategy", "Model", "MultiWorkerMirroredStrategy",
-    "OneDeviceStrategy", "ParameterServerStrategy", "PerReplica", "ReduceOp", "ReplicaContext",
-    "Strategy", "StrategyExtended", "TPUStrategy", "ValueContext", "callbacks", "cluster",
-    "comm", "compute_average_loss", "config", "coordinator", "data", "datasets", "distribute",
-    "errors", "experimental", "experimental_set_strategy", "function", "get_replica_context",
-    "get_strategy", "has_strategy", "in_cross_replica_context", "input", "losses", "metrics",
+    "AutoShardPolicy", "CentralStorageStrategy", "Checkpoint", "CheckpointManager",
+    "CommunicationImplementation", "CommunicationOptions", "DistributedValues",
+    "FixedShardsPartitioner", "InputContext", "InputOptions", "InputReplicationMode",
+    "MaxSizePartitioner", "MinSizePartitioner", "Mirrored", "MirroredStrategy", "Model",
+    "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "ParameterServerStrategy",
+    "PerReplica", "PreemptionCheckpointHandler", "ReduceOp", "ReplicaContext", "Strategy",
+    "StrategyExtended", "TPUStrategy", "TerminationConfig", "ValueContext", "callbacks",
+    "checkpoint", "cluster", "comm", "compute_average_loss", "config", "coordinator", "data",
+    "datasets", "distribute", "errors", "estimator", "experimental",
+    "experimental_set_strategy", "function", "get_replica_context", "get_strategy",
+    "has_strategy", "in_cross_replica_context", "input", "losses", "metrics",
     "mixed_precision", "models", "nest", "optimizers", "rpc", "scale_regularization_loss",
-    "strategies", "tpu", "training", "utils"
+    "strategies", "tpu", "train", "training", "utils"
 ]

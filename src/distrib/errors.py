@@ -31,6 +31,8 @@ __all__ = [
     "PeerLostError",
     "CollectiveTimeoutError",
     "DataError",
+    "CheckpointError",
+    "CheckpointMismatchError",
     "RemoteError",
     "CancelledError",
     "explain",
@@ -83,6 +85,19 @@ class CollectiveTimeoutError(PeerLostError):
 
 class DataError(DistribError, ValueError):
     """A dataset cannot be used the way it was asked (bad batch size, sharding, ...)."""
+
+
+class CheckpointError(DistribError, RuntimeError):
+    """A checkpoint could not be written or read (unwritable directory, full disk, corrupt files)."""
+
+
+class CheckpointMismatchError(DistribError, ValueError, AssertionError):
+    """A checkpoint does not match the objects it is restored into.
+
+    Raised for a checkpoint of another model (the message lists the missing,
+    unexpected and mis-shaped entries), and by ``LoadStatus.assert_consumed()``
+    (TensorFlow raises ``AssertionError`` there, ``ValueError`` for shapes).
+    """
 
 
 class RemoteError(DistribError, RuntimeError):

@@ -8,6 +8,8 @@
 | ``MultiWorkerMirroredStrategy`` | deprecated: ``distrib.MultiWorkerMirroredStrategy`` with TF's old ``communication`` argument; warns when created |
 | ``CentralStorageStrategy`` | ``distrib.CentralStorageStrategy`` |
 | ``ParameterServerStrategy`` | ``distrib.ParameterServerStrategy`` |
+| ``PreemptionCheckpointHandler`` | ``distrib.PreemptionCheckpointHandler`` (saves a checkpoint when a replica is told to stop) |
+| ``TerminationConfig`` | ``distrib.TerminationConfig`` |
 | ``partitioners`` | ``FixedShardsPartitioner``, ``MinSizePartitioner``, ``MaxSizePartitioner`` (``tf.distribute.experimental.partitioners``) |
 
 Each name is one entry of ``_NAMES`` (module, attribute), imported on first use (and,
@@ -33,10 +35,14 @@ _NAMES: dict[str, tuple[str, str]] = {
                                     "ExperimentalMultiWorkerMirroredStrategy"),
     "CentralStorageStrategy": ("distrib.strategies", "CentralStorageStrategy"),
     "ParameterServerStrategy": ("distrib.strategies", "ParameterServerStrategy"),
+    "PreemptionCheckpointHandler": ("distrib.checkpoint", "PreemptionCheckpointHandler"),
+    "TerminationConfig": ("distrib.checkpoint", "TerminationConfig"),
     "partitioners": ("distrib.distribute.partitioners", ""),  # the module itself
 }
 
 if TYPE_CHECKING:  # ``X as X``: re-exported names, for type checkers
+    from distrib.checkpoint import PreemptionCheckpointHandler as PreemptionCheckpointHandler
+    from distrib.checkpoint import TerminationConfig as TerminationConfig
     from distrib.comm import (  # noqa: F401
         CommunicationImplementation as CollectiveCommunication,
     )

@@ -58,3 +58,12 @@ def test_fit_and_evaluate_follow_tensorflow_rules(tmp_path: Path) -> None:
     assert len(report["evaluate_steps"]) == 2
     assert report["exact_accuracy_matches_predict"] is True  # every test example once
     assert report["predict_shape"] == [256, 2]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_restores_the_variables_and_optimizer_slots_on_the_ps(
+        tmp_path: Path) -> None:
+    out, report = run_cluster("checkpoint.py", tmp_path, {"chief": 1, "worker": 1, "ps": 2},
+                              str(tmp_path / "ckpt"))
+    assert report is not None, failures(out)
+    assert report == {"resumed_equal": True, "slots_saved": 4}

@@ -38,7 +38,7 @@ TF_CONFIG = "TF_CONFIG"
 #: What torchrun (and Kubeflow's PyTorchJob, and any ``env://`` launcher) sets.
 TORCHRUN_VARIABLES = (
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
 )
 
 #: What ``srun`` sets for every task of a job step.

@@ -238,4 +238,5 @@ class LocalReplicaLauncher:
                 f"distrib: local replica {rank} exited with status {code}\n"
                 for rank, code in failed))
             sys.stderr.flush()
-            os._exit(1)
+            codes = {code for _, code in failed}  # 42 everywhere: saved for a preemption
+            os._exit(codes.pop() if len(codes) == 1 and min(codes) > 0 else 1)

@@ -44,6 +44,8 @@ class ProcessPlan:
         id_in_cluster: index of the worker among training workers (chief first).
         num_workers: number of training workers ``W``.
         source: which resolver produced the plan ("tf_config", "torchrun", ...).
+        store_prefix: a key prefix for the group's rendezvous in an external store
+            that outlives restarts (torchrun's agent store), "" for none.
     """
 
     rank: int
@@ -60,6 +62,7 @@ class ProcessPlan:
     id_in_cluster: int = 0
     num_workers: int = 1
     source: str = "local"
+    store_prefix: str = ""
 
     @property
     def is_chief(self) -> bool:

@@ -47,6 +47,7 @@ class TorchrunEnv:
     master_addr: str
     master_port: int
     store_is_external: bool
+    restart_count: int = 0
 
     @property
     def group_rank(self) -> int:
@@ -138,7 +139,9 @@ def parse_torchrun(variables: Mapping[str, str]) -> TorchrunEnv:
         addr = variables.get("MASTER_ADDR", "127.0.0.1").strip() or "127.0.0.1"
         port = _int(variables, "MASTER_PORT", 0) if variables.get("MASTER_PORT") else 0
     external = variables.get("TORCHELASTIC_USE_AGENT_STORE", "").strip() == "True"
-    return TorchrunEnv(rank, world, local_rank, local_world, addr, port, external)
+    attempt = variables.get("TORCHELASTIC_RESTART_COUNT", "0").strip()
+    return TorchrunEnv(rank, world, local_rank, local_world, addr, port, external,
+                       int(attempt) if attempt.isdigit() else 0)
 
 
 class TorchrunClusterResolver(ClusterResolver):
@@ -229,4 +232,7 @@ class TorchrunClusterResolver(ClusterResolver):
             local_world_size=t.local_world_size, master_addr=t.master_addr,
             master_port=t.master_port, task_names=names, bind_addr=None,
             store_is_external=t.store_is_external, task_type="worker", task_id=t.group_rank,
+            # The agent's store outlives a restart: each attempt rendezvouses under its own
+            # prefix (as torch's env:// rendezvous does).
+            store_prefix=f"/worker/attempt_{t.restart_count}" if t.store_is_external else "",
             id_in_cluster=t.group_rank, num_workers=t.num_workers, source=self.source)

@@ -86,6 +86,7 @@ class Communicator:
         self._hb_thread: threading.Thread | None = None
         self._hb_count = 0
         self._hb_error: BaseException | None = None
+        self._io_group: Any = None
 
     @property
     def rank(self) -> int:
@@ -131,9 +132,11 @@ class Communicator:
         self.store = self._make_store()
         if not self.plan.store_is_external:
             self._wait_for_everyone()
+        store = dist.PrefixStore(self.plan.store_prefix, self.store) \
+            if self.plan.store_prefix else self.store
         with self.guard("joining the group"):  # engine errors become a distrib diagnosis
             dist.init_process_group(
-                backend=self.backend(), store=self.store, rank=self.rank,
+                backend=self.backend(), store=store, rank=self.rank,
                 world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=self.timeout))
         self.group = dist.group.WORLD
@@ -185,6 +188,21 @@ class Communicator:
         self._hb_thread = threading.Thread(target=beat, name="distrib-heartbeat", daemon=True)
         self._hb_thread.start()
 
+    def io_group(self) -> Any:
+        """A second gloo process group over the same ranks, for checkpoint I/O.
+
+        Created at the first call (every rank must make it at the same point), so
+        that a checkpoint written by a background thread never shares a channel with
+        the training collectives.  None in a group of one.
+        """
+        if self.world_size == 1 or self.group is None:
+            return None
+        if self._io_group is None:
+            with self.guard("creating the checkpoint process group"):
+                self._io_group = dist.new_group(
+                    backend="gloo", timeout=datetime.timedelta(seconds=self.timeout))
+        return self._io_group
+
     def shutdown(self) -> None:
         """Stop the heartbeat and leave the group (idempotent)."""
         self._hb_stop.set()
@@ -197,6 +215,7 @@ class Communicator:
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
         self.group = None
+        self._io_group = None
 
     # ------------------------------------------------------------- diagnosis
     def lost_ranks(self) -> list[int] | None:

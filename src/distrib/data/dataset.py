@@ -135,10 +135,15 @@ class Dataset:
 
     # ------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Any]:
-        """Start a new epoch: a reshuffling ``shuffle`` draws a new order each time."""
+        """Start a new epoch: a reshuffling ``shuffle`` draws a new order each time.
+
+        The iterator's position can be saved (``state_dict``), e.g. by a checkpoint.
+        """
+        from distrib.data.iterator import DatasetIterator
+
         ctx = Ctx(epoch=self._epochs, run_seed=self._run_seed_value())
         self._epochs += 1
-        return self._elements(ctx)
+        return DatasetIterator(self, ctx)
 
     def as_numpy_iterator(self) -> Iterator[Any]:
         """Iterate with numpy arrays instead of tensors (``tf.data`` habit).

@@ -73,6 +73,11 @@ class ReplicaGroupInfo:
             ``num_replicas_in_sync * devices_per_replica``.
         place_batch: how a batch of this replica reaches ``device`` (None: moved
             there); an SPMD strategy moves it and shards it over its devices.
+        checkpoint_group: returns the ``torch.distributed`` process group that
+            checkpoint I/O (``torch.distributed.checkpoint``) runs on: a group of
+            its own, so that a save in a background thread never interleaves with
+            the training collectives.  Created by the first call, which every
+            replica must make at the same point; None in a group of one.
         check_signature: ``check_signature(what, nest, free_axes)`` raises the same
             error on every replica unless all pass a nest of the same structure,
             dtypes and shapes (dimensions in ``free_axes`` may differ) made of
@@ -95,6 +100,7 @@ class ReplicaGroupInfo:
     all_gather: Callable[[torch.Tensor, int], torch.Tensor] = _gather_alone
     devices_per_replica: int = 1
     place_batch: Callable[[Any], Any] | None = None
+    checkpoint_group: Callable[[], Any] = lambda: None
     check_signature: Callable[[str, Any, Sequence[int]], None] = _check_alone
 
     @classmethod
@@ -115,7 +121,14 @@ class ReplicaGroupInfo:
 
 
 class ExtendedLike(Protocol):
-    """What layers below the strategies use of ``strategy.extended``."""
+    """What layers below the strategies use of ``strategy.extended``.
+
+    ``module_state_dict(module)`` is what a checkpoint saves for a module created
+    under the strategy and ``load_module_state_dict(module, state)`` loads it back;
+    every replica calls both (a strategy that keeps variables elsewhere — parameter
+    servers, shards — answers with what it holds).  ``optimizer_state_dict`` and
+    ``load_optimizer_state_dict`` do the same for an optimizer.
+    """
 
     @property
     def replica_group(self) -> ReplicaGroupInfo: ...
@@ -125,6 +138,16 @@ class ExtendedLike(Protocol):
 
     @property
     def should_save_summary(self) -> bool: ...
+
+    def module_state_dict(self, module: torch.nn.Module) -> dict[str, Any]: ...
+
+    def load_module_state_dict(self, module: torch.nn.Module, state: dict[str, Any]
+                               ) -> None: ...
+
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]: ...
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+                                  state: dict[str, Any]) -> None: ...
 
 
 class StrategyLike(Protocol):

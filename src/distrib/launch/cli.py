@@ -21,6 +21,7 @@ import importlib.machinery
 import os
 import sys
 
+from distrib.cluster.restarts import RESTART_COUNT_VARIABLE, Attempt, run_with_restarts
 from distrib.errors import ConfigError, explain
 from distrib.launch.elastic import exec_torchrun, torchrun_command
 from distrib.launch.local_cluster import LocalClusterLauncher, parse_cluster_arg
@@ -28,7 +29,7 @@ from distrib.launch.plan_cmd import plan_command
 
 __all__ = ["main", "build_parser"]
 
-_TORCHRUN_ONLY = ("nnodes", "node_rank", "master_addr", "master_port", "max_restarts")
+_TORCHRUN_ONLY = ("nnodes", "node_rank", "master_addr", "master_port")
 
 
 def _positive_int(text: str) -> int:
@@ -62,8 +63,9 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--node-rank", help="index of this machine, from 0 (torchrun mode)")
     run.add_argument("--master-addr", help="host of node 0 (torchrun mode)")
     run.add_argument("--master-port", help="rendezvous port on node 0 (torchrun mode)")
-    run.add_argument("--max-restarts", help="restarts of the whole group on a failure "
-                     "(torchrun mode)")
+    run.add_argument("--max-restarts", metavar="N",
+                     help="restart every task (up to N times) when one fails; the program "
+                     "resumes from its latest checkpoint (default 0)")
     run.add_argument("--grace-period", type=_non_negative_float, default=10.0,
                      metavar="SECONDS", help="time between SIGTERM and SIGKILL when stopping "
                      "the tasks (--cluster mode; default 10)")
@@ -96,6 +98,32 @@ def build_parser() -> argparse.ArgumentParser:
                       help="replica processes (devices) per worker (default: as many as "
                       "torchrun or srun started on this node, else 1)")
     return parser
+
+
+def _restarts(text: str | None) -> int:
+    if text is None:
+        return 0
+    if not text.isdigit():
+        raise ConfigError(explain("--max-restarts", text, "must be a non-negative integer",
+                                  "e.g. --max-restarts 3"))
+    return int(text)
+
+
+def run_cluster(jobs: dict[str, int], command: list[str], grace_period: float,
+                max_restarts: int) -> int:
+    """Run a local TF_CONFIG cluster, restarting every task up to ``max_restarts`` times.
+
+    Each run gets fresh ports; the tasks see ``DISTRIB_RESTART_COUNT``.
+    """
+    note = LocalClusterLauncher.note_to_stderr
+
+    def attempt(number: int) -> Attempt:
+        launcher = LocalClusterLauncher(jobs, command, grace_period=grace_period,
+                                        extra_env={RESTART_COUNT_VARIABLE: str(number)})
+        code = launcher.run()
+        return Attempt(code, launcher.failure, launcher.interrupted)
+
+    return run_with_restarts(attempt, max_restarts, note)
 
 
 def _options(parser: argparse.ArgumentParser) -> tuple[set[str], set[str]]:
@@ -167,7 +195,7 @@ def _run(args: argparse.Namespace) -> int:
         _check_program(args)
         command = [sys.executable, *(["-m"] if args.module else []), args.script,
                    *args.script_args]
-        return LocalClusterLauncher(jobs, command, grace_period=args.grace_period).run()
+        return run_cluster(jobs, command, args.grace_period, _restarts(args.max_restarts))
     cmd = torchrun_command(args.nproc_per_node, args.script, list(args.script_args),
                            module=args.module, nnodes=args.nnodes, node_rank=args.node_rank,
                            master_addr=args.master_addr, master_port=args.master_port,

@@ -44,6 +44,7 @@ from distrib.cluster.env import (
     cluster_secret,
     get,
 )
+from distrib.cluster.restarts import exit_reason
 from distrib.cluster.roles import TASK_TYPES, suggest, validate_cluster_wide
 from distrib.errors import ConfigError, explain
 
@@ -133,13 +134,7 @@ def describe_status(code: int) -> str:
         >>> describe_status(3), describe_status(-15)
         ('exited with status 3', 'was killed by signal 15 (SIGTERM)')
     """
-    if code >= 0:
-        return f"exited with status {code}"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = "unknown"
-    return f"was killed by signal {-code} ({name})"
+    return exit_reason(code)
 
 
 def _child_setup(parent: int) -> None:  # pragma: no cover - runs in the child before exec
@@ -176,10 +171,13 @@ class LocalClusterLauncher:
     """
 
     def __init__(self, jobs: dict[str, int], command: list[str],
-                 grace_period: float = 10.0) -> None:
+                 grace_period: float = 10.0, extra_env: dict[str, str] | None = None) -> None:
         self.cluster = local_cluster(jobs)
         self.command = command
         self.grace_period = grace_period
+        self.extra_env = dict(extra_env or {})
+        self.failure: str | None = None  # after run(): which task failed, and how
+        self.interrupted = False  # after run(): stopped by Ctrl-C / SIGTERM
         # Every task of the cluster proves it belongs to it with this secret (the
         # parameter-server runtime authenticates its calls with it).
         self.secret = cluster_secret() or secrets.token_hex(32)
@@ -208,6 +206,12 @@ class LocalClusterLauncher:
         """Print a launcher message (``distrib run: ...``) on stderr."""
         self._write(self._err, f"distrib run: {message}\n".encode())
 
+    @staticmethod
+    def note_to_stderr(message: str) -> None:
+        """Print a launcher message when no launcher is running (between restarts)."""
+        sys.stderr.write(f"distrib run: {message}\n")
+        sys.stderr.flush()
+
     def _pump(self, stream: IO[bytes], prefix: bytes, sink: IO[str]) -> None:
         for line in iter(stream.readline, b""):
             self._write(sink, prefix + (line if line.endswith(b"\n") else line + b"\n"))
@@ -216,7 +220,7 @@ class LocalClusterLauncher:
     # ------------------------------------------------------------- processes
     def _env(self, job: str, index: int) -> dict[str, str]:
         tf_config = json.dumps({"cluster": self.cluster, "task": {"type": job, "index": index}})
-        extra = {"TF_CONFIG": tf_config, CLUSTER_SECRET: self.secret}
+        extra = {"TF_CONFIG": tf_config, CLUSTER_SECRET: self.secret, **self.extra_env}
         if get("PYTHONUNBUFFERED") is None:
             extra["PYTHONUNBUFFERED"] = "1"
         if get("OMP_NUM_THREADS") is None:
@@ -312,10 +316,12 @@ class LocalClusterLauncher:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
         if self._signal is not None:
+            self.interrupted = True
             self.note(f"stopped every task on {signal.Signals(self._signal).name}")
             return 128 + self._signal
         if failed is not None:
             code = failed.proc.returncode
+            self.failure = f"task {failed.name} {exit_reason(code)}"
             self.note(f"task {failed.name} {describe_status(code)}")
             return code if code > 0 else 128 - code
         return 0

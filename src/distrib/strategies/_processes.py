@@ -19,6 +19,7 @@ threads per replica, and prefixes warnings of non-chief replicas with
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
 from typing import Any
 
@@ -31,6 +32,7 @@ from distrib.cluster.local_launch import (
     local_replica_env,
 )
 from distrib.cluster.plan import ProcessPlan
+from distrib.cluster.restarts import supervise_local_replicas, torchrun_restart
 from distrib.comm.group import Communicator, ensure_no_group
 from distrib.comm.ops import CommunicationOptions
 from distrib.comm.rendezvous import host_store
@@ -138,6 +140,17 @@ def _host_store(world_size: int, options: CommunicationOptions) -> Any:
     return host_store("127.0.0.1", 0, world_size, options.effective_timeout())
 
 
+def _note_restart(plan: ProcessPlan) -> None:
+    restart = torchrun_restart() if plan.source == "torchrun" else None
+    if restart is not None and plan.rank == 0:
+        number, limit = restart
+        of = f" of {limit}" if limit >= 0 else ""
+        sys.stderr.write(f"distrib: restart {number}{of} (torchrun restarted every replica "
+                         "after a failure, reported above); resume from the latest "
+                         "checkpoint\n")
+        sys.stderr.flush()
+
+
 def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
               ) -> tuple[Communicator | None, torch.device]:
     """Join or start the replica processes; returns the communicator and this replica's device."""
@@ -162,8 +175,9 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
                 raise ConfigError(explain("DISTRIB_MASTER_PORT", None, "is required in a "
                                           "re-launched local replica", "let distrib set it"))
             plan = local_plan(n_local, local_rank, local_env.master_port)
-        else:
+        else:  # with DISTRIB_MAX_RESTARTS this process only supervises (never returns)
             ensure_no_group("devices of a second multi-replica strategy", devices)
+            supervise_local_replicas(LocalReplicaLauncher.command(), n_local)
             store = _host_store(n_local, options)
             plan = local_plan(n_local, 0, store.port)
             launcher = LocalReplicaLauncher(n_local, "127.0.0.1", store.port)
@@ -192,6 +206,7 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
     if threads is not None and plan.local_world_size > 1:
         torch.set_num_threads(threads)
     _prefix_warnings(plan)
+    _note_restart(plan)
     if plan.world_size == 1:
         return None, device
     comm = Communicator(plan, options, device, store)

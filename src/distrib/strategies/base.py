@@ -378,6 +378,23 @@ class StrategyExtended:
     def _load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
         module.load_state_dict(state)
 
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """What a checkpoint saves for ``optimizer`` (``optimizer.state_dict()`` unless the
+        strategy keeps its state elsewhere, e.g. on parameter servers)."""
+        return self._optimizer_state_dict(optimizer)
+
+    def _optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        return dict(optimizer.state_dict())
+
+    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+                                  state: dict[str, Any]) -> None:
+        """Load what :meth:`optimizer_state_dict` saved into ``optimizer``."""
+        self._load_optimizer_state_dict(optimizer, state)
+
+    def _load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+                                   state: dict[str, Any]) -> None:
+        optimizer.load_state_dict(state)
+
     # ------------------------------------------------------------------ scope
     def _enter_scope(self) -> None:
         self._scope_depth += 1
@@ -409,7 +426,8 @@ def _group_of(comm: Communicator | None, device: torch.device, wrap: bool
         all_reduce=lambda op, value: collectives.all_reduce_nest(comm, op, value),
         all_gather=lambda t, axis: collectives.all_gather(comm, t, axis),
         check_signature=lambda what, value, free: collectives.check_same_signature(
-            comm, what, value, free))
+            comm, what, value, free),
+        checkpoint_group=comm.io_group)
 
 
 class Strategy:

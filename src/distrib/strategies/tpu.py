@@ -1,4 +1,4 @@
-"""``TPUStrategy``: synchronous training on every XLA device of a host (TF §1.7).
+"""``TPUStrategy``: synchronous training on every XLA device of a host.
 
 As in TensorFlow, one controller process drives all of the host's devices; distrib
 does it with torch_xla's SPMD mode (see ``_xla.py``): the replica function runs once

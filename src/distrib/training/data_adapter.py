@@ -52,7 +52,12 @@ from distrib.data import Dataset
 from distrib.distribute import context
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import UsageError, explain
-from distrib.input import DistributedDataset, as_dataset, batch_sizes_for_worker
+from distrib.input import (
+    DistributedDataset,
+    as_dataset,
+    batch_sizes_for_worker,
+    distribute_dataset,
+)
 from distrib.training.compile_utils import unpack_x_y_sample_weight
 from distrib.training.input_checks import check_same_arrays
 from distrib.training.sequence import (
@@ -204,10 +209,20 @@ class _ArraySource:
         self._seed = seed
         self._group = group
         self._epoch = 0
+        self._skip = 0
         self.device = group.device
 
     def __len__(self) -> int:
         return math.ceil(self._n / self._batch)
+
+    def start_at(self, epoch: int, batch: int, seed: int) -> None:
+        """Make the next iterator the pass ``epoch`` of the data, from global batch ``batch``."""
+        self._epoch, self._skip, self._seed = epoch, batch, seed
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """``(epochs started, shuffle seed)``."""
+        return self._epoch, self._seed
 
     def __iter__(self) -> Iterator[Any]:
         order: torch.Tensor | None = None
@@ -217,7 +232,8 @@ class _ArraySource:
         self._epoch += 1
         g_size, r, rid = self._batch, self._group.num_replicas_in_sync, self._group.replica_id
         device = self._group.device
-        for start in range(0, self._n, g_size):
+        first, self._skip = self._skip * g_size, 0
+        for start in range(first, self._n, g_size):
             lo, hi = replica_rows(min(g_size, self._n - start), g_size, r, rid)
             index: slice | torch.Tensor = slice(start + lo, start + hi)
             if order is not None:
@@ -310,7 +326,9 @@ class DataHandler:
     def _distribute(self, source: Any) -> Any:
         if isinstance(source, (DistributedDataset, _ArraySource)):
             return source
-        if self._strategy.num_replicas_in_sync == 1 and not isinstance(source, Dataset):
+        if self._strategy.num_replicas_in_sync == 1:
+            if isinstance(source, Dataset):  # distributed alone: its position can be saved
+                return distribute_dataset(source, self._strategy.extended.replica_group)
             return source  # an iterable of batches, used as it is
         return self._strategy.experimental_distribute_dataset(source)
 
@@ -349,12 +367,12 @@ class DataHandler:
         self._position += 1
         return batch, rows
 
-    def epoch(self) -> Iterator[tuple[int, Any, int | None]]:
-        """``(step, batch, global_rows)`` for one epoch."""
-        if self._fresh_iterator_each_epoch():
+    def epoch(self, start_step: int = 0) -> Iterator[tuple[int, Any, int | None]]:
+        """``(step, batch, global_rows)`` for one epoch (from ``start_step`` when resuming)."""
+        if self._fresh_iterator_each_epoch() and start_step == 0:
             self._iterator = None
         limit = self._steps_arg
-        step = 0
+        step = start_step
         while limit is None or step < limit:
             try:
                 batch, rows = self._next()
@@ -379,6 +397,61 @@ class DataHandler:
     def _end_of_epoch(self) -> None:
         if self._sequence is not None:
             self._sequence.on_epoch_end()
+
+
+    def sample(self) -> Any:
+        """A one-row batch of this data's structure, shapes and dtypes (zeros for datasets),
+        taken without moving the data's position; None when the structure is unknown."""
+        ds = self._dataset
+        if isinstance(ds, _ArraySource):
+            return _take(ds._data, slice(0, 1))
+        spec = getattr(ds, "element_spec", None)
+        if spec is None:
+            return None
+
+        def zeros(s: Any) -> Any:
+            shape = tuple(1 if d is None else d for d in s.shape[:1]) + tuple(s.shape[1:])
+            return torch.zeros(shape, dtype=s.dtype)
+        return nest.map_structure(lambda s: None if s is None else zeros(s), spec)
+
+    # ------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """Where the data stands: the live iterator's position, or where the next one starts.
+
+        Example:
+            >>> h = DataHandler(np.zeros((5, 2)), batch_size=2)
+            >>> _ = next(h.epoch()); h.state_dict()["position"]
+            1
+        """
+        ds, live = self._dataset, self._iterator is not None
+        state: dict[str, Any] = {"live": live, "position": self._position if live else 0,
+                                 "ran_out": self.ran_out}
+        if isinstance(ds, _ArraySource):
+            epoch, seed = ds.position
+            state.update(epoch=epoch - 1 if live else epoch, seed=seed)
+        elif isinstance(ds, DistributedDataset):
+            it: Any = self._iterator
+            state["dataset"] = it.state_dict() if live and hasattr(it, "state_dict") \
+                else ds.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`: the next :meth:`epoch` call with the saved
+        step continues the saved iterator."""
+        ds, live, position = self._dataset, bool(state["live"]), int(state["position"])
+        self.ran_out = bool(state.get("ran_out", False))
+        self._iterator, self._position = None, 0
+        if isinstance(ds, _ArraySource):
+            ds.start_at(int(state["epoch"]), position if live else 0, int(state["seed"]))
+        elif isinstance(ds, DistributedDataset):
+            ds.load_state_dict(state["dataset"])
+        if not live:
+            return
+        self._iterator = iter(ds)
+        self._position = position
+        if not isinstance(ds, (_ArraySource, DistributedDataset)):
+            for _ in range(position):  # other iterables: replay up to the position
+                next(self._iterator, None)
 
 
 def _cardinality(dataset: Any, rows: list[int] | None) -> int | None:

@@ -48,6 +48,7 @@ from distrib.training.metric_base import adopt_global_states
 from distrib.training.metrics import flat_states, results_from_states
 from distrib.training.predict_gather import gather_outputs
 from distrib.training.sequence import Sequence
+from distrib.training.training_state import TrainingState
 
 if TYPE_CHECKING:
     from distrib.training.model import Model
@@ -172,8 +173,8 @@ class _BatchLogPlan:
         self.calls = 0
         self.last: dict[str, Any] = {}
 
-    def start(self) -> None:
-        self.calls = 0
+    def start(self, calls: int = 0) -> None:
+        self.calls = calls
         self.last = {}
 
     def logs(self, extras: dict[str, Any]) -> dict[str, Any]:
@@ -315,20 +316,26 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
     if model.optimizer is not None:
         model.optimizer.zero_grad(set_to_none=True)
     cbs.on_train_begin()
+    training = TrainingState(model, handler, cbs, epochs)
+    initial_epoch = training.resume(initial_epoch)  # a backup (BackupAndRestore) may move it
     epoch_logs: dict[str, Any] = {}
     for epoch in range(initial_epoch, epochs):
-        batches = handler.epoch()
+        start = training.begin_epoch(epoch)  # non-zero when resuming inside this epoch
+        batches = _epoch_batches(handler, start, model.stop_training)
         first = next(batches, None)
-        if first is None:  # the data ended before this epoch's first step
+        if first is None and start == 0:  # the data ended before this epoch's first step
             if epoch == initial_epoch:
                 raise UsageError(explain("training data", "an empty dataset",
                                          _EMPTY.format(fn="train_function"),
                                          "check that the dataset yields at least one batch"))
             break  # an epoch that ran no step is neither logged nor compared
-        model.reset_metrics()
+        if start == 0:
+            model.reset_metrics()
         cbs.on_epoch_begin(epoch)
+        if first is not None:
+            batches = itertools.chain([first], batches)
         with _mode(model, True):
-            extras = _train_epoch(runner, itertools.chain([first], batches), cbs, plan)
+            extras = _train_epoch(runner, batches, cbs, plan, training, start)
         runner.ext.sync_buffers(model)
         epoch_logs = runner.sync(extras)
         if val_handler is not None and val_plan is not None and \
@@ -338,17 +345,27 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
             epoch_logs.update({"val_" + k: v for k, v in val_logs.items()})
         cbs.on_epoch_end(epoch, epoch_logs)
         model.stop_training = runner.agree(model.stop_training or handler.ran_out)
+        training.epoch_done(epoch)
         if model.stop_training:
             break
     cbs.on_train_end(logs=epoch_logs)
     return model.history
 
 
+def _epoch_batches(handler: DataHandler, start: int, stopped: bool
+                   ) -> Iterator[tuple[int, Any, int | None]]:
+    """The batches of an epoch from step ``start``; none when resuming after a mid-epoch
+    stop (only the epoch's end is left)."""
+    return iter(()) if start and stopped else handler.epoch(start)
+
+
 def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]],
-                 cbs: CallbackList, plan: _BatchLogPlan) -> dict[str, Any]:
-    """One epoch: executions of ``steps_per_execution`` steps, batch callbacks between them."""
+                 cbs: CallbackList, plan: _BatchLogPlan, training: TrainingState,
+                 start: int = 0) -> dict[str, Any]:
+    """One epoch: executions of ``steps_per_execution`` steps, batch callbacks between them
+    (from step ``start`` when resuming inside the epoch)."""
     model = runner.model
-    plan.start()
+    plan.start(start // model._steps_per_execution)
     extras: dict[str, Any] = {}
     while True:
         last = -1
@@ -363,6 +380,7 @@ def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
         if last < 0:
             break
         cbs.on_train_batch_end(last, plan.logs(extras))
+        training.batch_done(last + 1)
         if model.stop_training:
             break
     return extras

@@ -37,8 +37,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -57,6 +59,28 @@ __all__ = [
     "mean_squared_error", "mean_absolute_error", "huber", "mse", "mae", "get",
     "squeeze_or_expand",
 ]
+
+_scaled_by_caller = threading.local()
+
+
+@contextlib.contextmanager
+def replica_means_scaled_by_caller() -> Iterator[None]:
+    """Within this block a loss object with the default reduction (a mean over this
+    replica's examples) is accepted under a strategy: the caller weights each replica's
+    mean by its share of the global batch itself, as ``fit`` does for compiled losses
+    (the Estimator calls ``model_fn`` in this block).
+
+    Example::
+
+        with replica_means_scaled_by_caller():
+            loss = MeanSquaredError()(labels, predictions)
+    """
+    previous = getattr(_scaled_by_caller, "on", False)
+    _scaled_by_caller.on = True
+    try:
+        yield
+    finally:
+        _scaled_by_caller.on = previous
 
 EPSILON = 1e-7
 """Keras' ``backend.epsilon()``: probabilities are clipped to ``[EPSILON, 1 - EPSILON]``."""
@@ -301,7 +325,8 @@ class Loss:
         """The reduced loss of one batch (see :class:`Reduction`)."""
         if self.reduction in (Reduction.AUTO, Reduction.SUM_OVER_BATCH_SIZE) \
                 and context.has_strategy() \
-                and not getattr(self, "_allow_sum_over_batch_size", False):
+                and not getattr(self, "_allow_sum_over_batch_size", False) \
+                and not getattr(_scaled_by_caller, "on", False):
             raise UsageError(explain(
                 f"{type(self).__name__}(reduction)", self.reduction,
                 "Please use `tf.keras.losses.Reduction.SUM` or `tf.keras.losses.Reduction.NONE` "

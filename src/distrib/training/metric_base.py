@@ -175,25 +175,22 @@ class Metric:
         self._pending.append((index, value, scale))
 
     def _flush(self) -> None:
+        """Add the pending values to the states, one after another in update order.
+
+        The additions are sequential (a cumulative sum, as TF's ``assign_add`` per
+        step), so a state does not depend on when it is read: reading it midway — to log,
+        or to save a checkpoint — gives the same final value, bit for bit, on the CPU.
+        """
         assert self._state is not None
-        groups: dict[tuple[int, torch.dtype, torch.device],
-                     tuple[list[torch.Tensor], list[float]]] = {}
-        numbers: dict[int, float] = {}
+        per_index: dict[int, list[tuple[torch.Tensor | float, float]]] = {}
         for index, value, scale in self._pending:
-            if isinstance(value, torch.Tensor):
-                values, scales = groups.setdefault((index, value.dtype, value.device), ([], []))
-                values.append(value.reshape(()))
-                scales.append(scale)
-            else:
-                numbers[index] = numbers.get(index, 0.0) + float(value) * scale
+            per_index.setdefault(index, []).append((value, scale))
         self._pending = []
-        for (index, _, device), (values, scales) in groups.items():
-            stacked = torch.stack(values).to(_STATE_DTYPE)
-            weights = torch.tensor(scales, dtype=_STATE_DTYPE, device=device)
+        for index, items in per_index.items():
             state = self._state[index]
-            state.add_((stacked * weights).sum().to(state.device))
-        for index, number in numbers.items():
-            self._state[index].add_(number)
+            terms = _terms(items, state.device)
+            total = torch.cat([state.reshape(1).to(terms.device), terms]).cumsum(0)[-1]
+            state.copy_(total.reshape(state.shape))
 
     def _states(self, device: torch.device | None = None) -> list[torch.Tensor]:
         if self._state is None:
@@ -221,6 +218,21 @@ class Metric:
         self._global_version = getattr(self, "_version", 0)
 
     reset_states = reset_state
+
+    def state_tensors(self) -> list[torch.Tensor]:
+        """Copies of the accumulated state (pending updates included): what a checkpoint saves.
+
+        Example:
+            >>> m = Mean(); m.update_state(torch.tensor([2.0, 4.0])); m.state_tensors()
+            [tensor(6., dtype=torch.float64), tensor(2., dtype=torch.float64)]
+        """
+        return [s.detach().clone() for s in self._states()]
+
+    def assign_state_tensors(self, states: Sequence[torch.Tensor]) -> None:
+        """Make ``states`` the accumulated state (a restore); later updates add to it."""
+        device = self._state[0].device if self._state else None
+        self._state = [torch.as_tensor(s).detach().to(device=device, dtype=_STATE_DTYPE,
+                                                      copy=True) for s in states]
 
     # --------------------------------------------------------- result
     def update_state(self, *args: Any, **kwargs: Any) -> None:
@@ -250,6 +262,24 @@ class Metric:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _terms(items: list[tuple[torch.Tensor | float, float]], device: torch.device
+           ) -> torch.Tensor:
+    """The float64 values ``value * scale`` of ``items``, in order, as one 1-d tensor."""
+    tensors = [v for v, _ in items if isinstance(v, torch.Tensor)]
+    scales = torch.tensor([s for _, s in items], dtype=_STATE_DTYPE)
+    if not tensors:
+        return (torch.tensor([float(v) for v, _ in items], dtype=_STATE_DTYPE)
+                * scales).to(device)
+    if len(tensors) == len(items) and len({t.device for t in tensors}) == 1:
+        stacked = torch.stack([t.reshape(()) for t in tensors]).to(_STATE_DTYPE)
+        return stacked * scales.to(stacked.device)
+    values = [v.reshape(()).to(device=device, dtype=_STATE_DTYPE)
+              if isinstance(v, torch.Tensor) else torch.tensor(float(v), dtype=_STATE_DTYPE,
+                                                               device=device)
+              for v, _ in items]
+    return torch.stack(values) * scales.to(device)
 
 
 def _batch_sum(v: torch.Tensor) -> torch.Tensor:

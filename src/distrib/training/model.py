@@ -63,6 +63,7 @@ from distrib.training.compile_utils import (
 )
 from distrib.training.fit_arguments import require_targets
 from distrib.training.metrics import Metric
+from distrib.training.model_state import MetricStates, TrainCounter
 from distrib.training.summary import print_summary
 from distrib.training.trainable import apply_trainable_attributes, set_trainable
 
@@ -140,6 +141,7 @@ class Model(nn.Module):
         self.history: Any = None
         self._input_shape: tuple[int, ...] | None = None
         self._train_counter = 0
+        self._restored_metrics: dict[str, list[torch.Tensor]] = {}
         self._trainable = True
         self._call_takes_training = _accepts_training(type(self).call)
 
@@ -309,11 +311,9 @@ class Model(nn.Module):
                                "`model.compile(optimizer, loss)` first.")
 
     # ------------------------------------------------------- metrics
-    @property
-    def metrics(self) -> list[Metric]:
-        """The loss trackers, the compiled metrics, then Metric attributes of the model."""
+    def _metric_list(self, built_only: bool) -> list[Metric]:
         out: list[Metric] = []
-        if self.compiled_loss is not None:
+        if self.compiled_loss is not None and (self.compiled_loss.built or not built_only):
             out.extend(self.compiled_loss.metrics)
         if self.compiled_metrics is not None:
             out.extend(self.compiled_metrics.metrics)
@@ -322,6 +322,42 @@ class Model(nn.Module):
                 out.append(value)
         return out
 
+    def _apply_restored_metrics(self) -> None:
+        for m in self._metric_list(built_only=True):
+            if m.name in self._restored_metrics:
+                m.assign_state_tensors(self._restored_metrics.pop(m.name))
+
+    @property
+    def metrics(self) -> list[Metric]:
+        """The loss trackers, the compiled metrics, then Metric attributes of the model."""
+        if self._restored_metrics:
+            self._apply_restored_metrics()
+        return self._metric_list(built_only=False)
+
+    def built_metrics(self) -> list[Metric]:
+        """The metrics that exist already (loss trackers and compiled metrics are built
+        at the first batch)."""
+        if self._restored_metrics:
+            self._apply_restored_metrics()
+        return self._metric_list(built_only=True)
+
+    def restore_metric_states(self, states: dict[str, list[torch.Tensor]]) -> None:
+        """Set the metrics' accumulated states (a checkpoint restore); metrics not built
+        yet receive theirs when they are."""
+        self._restored_metrics = dict(states)
+        self._apply_restored_metrics()
+
+    def checkpoint_children(self) -> dict[str, Any]:
+        """What ``distrib.Checkpoint(model=model)`` saves: module, optimizer, metric
+        states and the train-step counter.
+
+        Example::
+
+            distrib.Checkpoint(model=model).save("runs/ckpt")
+        """
+        return {"module": self.module, "optimizer": self.optimizer,
+                "metrics": MetricStates(self), "train_counter": TrainCounter(self)}
+
     @property
     def metrics_names(self) -> list[str]:
         """The names of :attr:`metrics` (``["loss", "accuracy"]``)."""
@@ -329,6 +365,7 @@ class Model(nn.Module):
 
     def reset_metrics(self) -> None:
         """Reset every metric's state (done at the start of each epoch and evaluation)."""
+        self._restored_metrics = {}
         for m in self.metrics:
             m.reset_state()
 

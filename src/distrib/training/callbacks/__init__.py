@@ -15,6 +15,7 @@ Example::
     ])
 """
 
+from distrib.training.callbacks.backup_and_restore import BackupAndRestore
 from distrib.training.callbacks.base import Callback, CallbackList
 from distrib.training.callbacks.csv_logger import CSVLogger
 from distrib.training.callbacks.early_stopping import EarlyStopping
@@ -28,7 +29,7 @@ from distrib.training.callbacks.tensorboard import TensorBoard
 from distrib.training.callbacks.terminate_on_nan import TerminateOnNaN
 
 __all__ = [
-    "Callback", "CallbackList", "CSVLogger", "EarlyStopping", "History", "LambdaCallback",
+    "BackupAndRestore", "Callback", "CallbackList", "CSVLogger", "EarlyStopping", "History", "LambdaCallback",
     "LearningRateScheduler", "ModelCheckpoint", "ProgbarLogger", "ReduceLROnPlateau",
     "TensorBoard", "TerminateOnNaN",
 ]

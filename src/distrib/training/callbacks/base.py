@@ -211,6 +211,31 @@ class Callback:
     def on_predict_end(self, logs: Logs | None = None) -> None:
         """Called when ``predict`` ends."""
 
+    def get_state(self) -> dict[str, Any] | None:
+        """The callback's state, backed up with training (``BackupAndRestore``); None: none.
+
+        A callback that keeps counters or records across epochs returns them here so
+        that a resumed ``fit`` continues exactly; the values must be numbers, strings,
+        numpy arrays, tensors, or dicts/lists/tuples of them.
+
+        Example:
+            >>> Callback().get_state() is None
+            True
+        """
+        return None
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_state` returned (called after ``on_train_begin``)."""
+
+    def resume_training(self, training_state: Any) -> tuple[int, int] | None:
+        """Called by ``fit`` after ``on_train_begin`` with its training state.
+
+        A callback that restores training from a backup (``BackupAndRestore``) restores
+        ``training_state`` and returns the ``(epoch, step)`` to resume at; every other
+        callback returns None.
+        """
+        return None
+
     def batch_log_interval(self, mode: str, steps: int | None, in_fit: bool) -> int:
         """How often this callback reads the logs of ``mode``'s batch hooks.
 
@@ -435,6 +460,15 @@ class CallbackList:
     def on_train_begin(self, logs: Logs | None = None) -> None:
         """Calls ``on_train_begin`` of every callback."""
         self._call("on_train_begin", logs=logs)
+
+    def resume_training(self, training_state: Any) -> tuple[int, int] | None:
+        """The ``(epoch, step)`` the first callback that restores training returns, or None."""
+        point = None
+        for cb in self.callbacks:
+            answer = cb.resume_training(training_state)
+            if point is None and answer is not None:
+                point = answer
+        return point
 
     def on_train_end(self, logs: Logs | None = None) -> None:
         """Calls ``on_train_end`` of every callback."""

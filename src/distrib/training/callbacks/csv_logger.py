@@ -71,25 +71,53 @@ class CSVLogger(Callback):
         self.keys: list[str] | None = None
         self.append_header = True
         self.csv_file: IO[str] | None = None
+        self._mode = "w"
+        self._resume_at: int | None = None
 
     def on_train_begin(self, logs: Logs | None = None) -> None:
         self.writer = None
         self.keys = None
         self.append_header = True
+        self._mode = "w"
+        self._resume_at = None
         if not should_write(self.model):
             return
-        mode = "w"
         if self.append:
             if os.path.exists(self.filename):
                 with open(self.filename) as f:
                     self.append_header = not bool(len(f.readline()))
-            mode = "a"
+            self._mode = "a"
         directory = os.path.dirname(self.filename)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        self.csv_file = open(self.filename, mode, newline="")  # noqa: SIM115
+        if not self.append:  # the file is (re)opened at the first row: a resumed fit keeps it
+            open(self.filename, "a").close()
+
+    def get_state(self) -> dict[str, Any]:
+        """The columns and how many bytes of rows the file holds (a resume continues there)."""
+        offset = self.csv_file.tell() if self.csv_file is not None else self._resume_at
+        return {"keys": self.keys, "offset": offset, "rows_started": self.writer is not None}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        keys = state.get("keys")
+        self.keys = None if keys is None else [str(k) for k in keys]
+        offset = state.get("offset")
+        self._resume_at = None if offset is None else int(offset)
+        if state.get("rows_started"):
+            self.append_header = False  # the file has its header already
+
+    def _open(self) -> IO[str] | None:
+        if not should_write(self.model):
+            return None
+        if self._resume_at is not None:  # drop rows written after the backup
+            f = open(self.filename, "a", newline="")  # noqa: SIM115
+            f.truncate(self._resume_at)
+            return f
+        return open(self.filename, self._mode, newline="")  # noqa: SIM115
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
+        if self.csv_file is None:
+            self.csv_file = self._open()
         if self.csv_file is None:
             return
         logs = logs or {}

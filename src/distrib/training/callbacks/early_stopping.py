@@ -83,6 +83,18 @@ class EarlyStopping(Callback):
         self.best_weights = None
         self.best_epoch = 0
 
+    def get_state(self) -> dict[str, Any]:
+        """``wait``, ``best``, ``best_epoch``, ``stopped_epoch`` and the best weights."""
+        return {"wait": self.wait, "stopped_epoch": self.stopped_epoch, "best": self.best,
+                "best_epoch": self.best_epoch, "best_weights": self.best_weights}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.wait = int(state["wait"])
+        self.stopped_epoch = int(state["stopped_epoch"])
+        self.best = state["best"]
+        self.best_epoch = int(state["best_epoch"])
+        self.best_weights = state["best_weights"]
+
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
         current = self.get_monitor_value(logs)
         if current is None or epoch < self.start_from_epoch:

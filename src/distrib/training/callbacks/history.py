@@ -40,6 +40,17 @@ class History(Callback):
     def on_train_begin(self, logs: Logs | None = None) -> None:
         self.epoch = []
 
+    def get_state(self) -> dict[str, Any]:
+        """The epochs and values recorded so far."""
+        return {"epoch": list(self.epoch), "history": {k: list(v) for k, v in
+                                                       self.history.items()}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.epoch = [int(e) for e in state["epoch"]]
+        self.history = {str(k): list(v) for k, v in state["history"].items()}
+        if self.model is not None:
+            self.model.history = self
+
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
         self.epoch.append(epoch)
         for key, value in (logs or {}).items():

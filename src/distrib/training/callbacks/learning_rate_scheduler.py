@@ -63,8 +63,23 @@ class LearningRateScheduler(Callback):
                                            "pass e.g. schedule=lambda epoch, lr: lr * 0.9"))
         self.schedule = schedule
         self.verbose = verbose
+        self._applied_epoch: int | None = None
+
+    def on_train_begin(self, logs: Logs | None = None) -> None:
+        self._applied_epoch = None
+
+    def get_state(self) -> dict[str, Any]:
+        """The last epoch whose rate was set (a resumed epoch is not scheduled twice)."""
+        return {"applied_epoch": self._applied_epoch}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        applied = state.get("applied_epoch")
+        self._applied_epoch = None if applied is None else int(applied)
 
     def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
+        if epoch == self._applied_epoch:
+            return  # resumed inside this epoch: the optimizer holds its rate already
+        self._applied_epoch = epoch
         lr = get_lr(self.model.optimizer)
         if _takes_lr(self.schedule):
             new_lr = self.schedule(epoch, lr)

@@ -123,6 +123,18 @@ class ModelCheckpoint(Callback):
         self.best: float = initial_value_threshold if initial_value_threshold is not None \
             else (-np.inf if maximize else np.inf)
 
+    def get_state(self) -> dict[str, Any]:
+        """The best value so far and the save-frequency counters."""
+        return {"best": self.best, "epochs_since_last_save": self.epochs_since_last_save,
+                "batches_seen": self._batches_seen_since_last_saving,
+                "last_batch_seen": self._last_batch_seen}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.best = state["best"]
+        self.epochs_since_last_save = int(state["epochs_since_last_save"])
+        self._batches_seen_since_last_saving = int(state["batches_seen"])
+        self._last_batch_seen = int(state["last_batch_seen"])
+
     def _implements_train_batch_hooks(self) -> bool:
         return self.save_freq != "epoch"  # batch hooks only when saving every N batches
 

@@ -91,6 +91,16 @@ class ReduceLROnPlateau(Callback):
     def on_train_begin(self, logs: Logs | None = None) -> None:
         self._reset()
 
+    def get_state(self) -> dict[str, Any]:
+        """``wait``, ``cooldown_counter`` and ``best`` (the rate itself is the optimizer's)."""
+        return {"wait": self.wait, "cooldown_counter": self.cooldown_counter,
+                "best": self.best}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.wait = int(state["wait"])
+        self.cooldown_counter = int(state["cooldown_counter"])
+        self.best = state["best"]
+
     def in_cooldown(self) -> bool:
         """Whether the callback is waiting out its cooldown after a reduction."""
         return self.cooldown_counter > 0

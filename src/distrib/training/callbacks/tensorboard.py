@@ -31,15 +31,24 @@ from typing import Any
 from distrib.errors import UsageError, explain
 from distrib.training.callbacks.base import Callback, Logs, should_write, to_python, warn
 
-__all__ = ["TensorBoard"]
+__all__ = ["TensorBoard", "summary_writer"]
 
 
-def _summary_writer(log_dir: str) -> Any:
+def summary_writer(log_dir: str) -> Any:
+    """A TensorBoard event writer for ``log_dir`` (``torch.utils.tensorboard.SummaryWriter``).
+
+    Raises an ImportError that says how to install ``tensorboard`` when it is missing.
+
+    Example::
+
+        writer = summary_writer("logs/train")
+        writer.add_scalar("loss", 0.5, 1)
+    """
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as e:  # the tensorboard package is missing
         raise ImportError(
-            "distrib.callbacks.TensorBoard writes event files with the `tensorboard` "
+            "distrib writes TensorBoard event files with the `tensorboard` "
             f"package, which could not be imported ({e}). Fix: pip install tensorboard "
             "(or pip install 'distrib[tensorboard]').") from e
     return SummaryWriter(log_dir=log_dir)
@@ -115,7 +124,7 @@ class TensorBoard(Callback):
     # ------------------------------------------------------------------ writers
     def _writer(self, which: str) -> Any:
         if which not in self._writers:
-            self._writers[which] = _summary_writer(os.path.join(self.log_dir, which))
+            self._writers[which] = summary_writer(os.path.join(self.log_dir, which))
         return self._writers[which]
 
     def _close_writers(self) -> None:

@@ -1,0 +1,256 @@
+"""Checkpoint directories on disk: ``torch.distributed.checkpoint`` (DCP), written atomically.
+
+Writing (every replica calls :func:`write_directory` with its tensors):
+
+1. the chief removes what an interrupted earlier save may have left under the
+   hidden name ``.<name>.partial`` next to the target;
+2. DCP writes there: each replica its own ``__<rank>_0.distcp`` file (a tensor that
+   every replica holds is written once, by one of them), files are fsynced, and the
+   chief writes ``.metadata`` only after every replica reported its files written;
+3. the chief renames the directory to its final name and fsyncs the parent.
+
+A crash at any moment leaves either the previous state or the complete new
+directory, never a torn one under a visible name.
+
+Reading never runs code from the files: ``.metadata`` (which DCP pickles) is read by
+an unpickler that accepts only DCP's metadata classes, torch dtypes and sizes;
+tensors are read with ``torch.load(weights_only=True)``; non-tensor items, which DCP
+would unpickle freely, are refused (distrib never writes any: structure is JSON).
+
+Example::
+
+    write_directory("ckpt/ckpt-3", {"w": torch.ones(2)}, group=None, is_chief=True)
+    read_directory("ckpt/ckpt-3")["w"]        # tensor([1., 1.])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import CheckpointException
+from torch.distributed.checkpoint import metadata as dcp_metadata
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+
+from distrib.errors import CheckpointError, explain
+
+__all__ = ["write_directory", "read_directory", "read_tensor_metadata", "partial_name",
+           "check_writable", "remove_directory", "is_partial"]
+
+_METADATA = ".metadata"
+_PARTIAL = ".partial"
+
+_ALLOWED_CLASSES = {
+    ("torch.distributed.checkpoint.metadata", name) for name in (
+        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING")
+} | {
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch", "Size"), ("torch.serialization", "_get_layout"),
+    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"),
+    ("pathlib", "PureWindowsPath"), ("collections", "OrderedDict"),
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles DCP's ``.metadata`` and nothing else: unknown classes are refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ALLOWED_CLASSES or (
+                module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
+            return super().find_class(module, name)
+        raise CheckpointError(f"checkpoint metadata refers to {module}.{name}, which a DCP "
+                              "metadata file never holds: the file is corrupt or not a "
+                              "checkpoint (nothing from it was run)")
+
+
+class _SafeReader(FileSystemReader):
+    """DCP's file reader with a metadata reader that cannot run code."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> dcp_metadata.Metadata:
+        path = os.path.join(os.fspath(self.path), _METADATA)
+        try:
+            with open(path, "rb") as f:
+                metadata = _MetadataUnpickler(io.BytesIO(f.read())).load()
+        except CheckpointError:
+            raise
+        except FileNotFoundError:
+            raise CheckpointError("it has no .metadata file (the save did not finish)") \
+                from None
+        except Exception as exc:  # truncated or garbled pickle
+            raise CheckpointError(f"its .metadata file is unreadable ({exc!r})") from None
+        if not isinstance(metadata, dcp_metadata.Metadata):
+            raise CheckpointError("its .metadata file does not hold DCP metadata")
+        storage_meta = getattr(metadata, "storage_meta", None)
+        if storage_meta is None:
+            storage_meta = metadata.storage_meta = dcp_metadata.StorageMeta()
+        storage_meta.load_id = getattr(self, "load_id", None)
+        return metadata
+
+
+class _TensorsOnlyPlanner(DefaultLoadPlanner):
+    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+        raise CheckpointError("the checkpoint holds a pickled (non-tensor) item, which "
+                              "distrib never writes and does not load")
+
+
+def partial_name(path: str) -> str:
+    """The hidden name a checkpoint is written under before it is complete.
+
+    Example:
+        >>> partial_name("/runs/ckpt/ckpt-3")
+        '/runs/ckpt/.ckpt-3.partial'
+    """
+    parent, name = os.path.split(os.path.abspath(path))
+    return os.path.join(parent, f".{name}{_PARTIAL}")
+
+
+def is_partial(name: str) -> bool:
+    """Whether a file name is one of :func:`partial_name`'s."""
+    return name.startswith(".") and name.endswith(_PARTIAL)
+
+
+def check_writable(directory: str) -> str | None:
+    """None when files can be created in ``directory`` (made if missing), else the reason."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".probe-")
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+            os.remove(probe)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def remove_directory(path: str) -> None:
+    """Remove a checkpoint directory (missing is fine)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _fsync_dir(path: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _commit(partial: str, final: str) -> None:
+    parent = os.path.dirname(final)
+    _fsync_dir(partial)
+    if os.path.exists(final):  # saving again under the same name: swap, then drop the old
+        old = os.path.join(parent, f".{os.path.basename(final)}.old")
+        remove_directory(old)
+        os.rename(final, old)
+        os.rename(partial, final)
+        remove_directory(old)
+    else:
+        os.rename(partial, final)
+    _fsync_dir(parent)
+
+
+def _reason(exc: BaseException, directory: str | None = None, needed: int = 0) -> str:
+    """What went wrong, in a few words (the engine's message is long and low level)."""
+    text = str(exc).strip() or type(exc).__name__
+    for marker in ("No space left", "Read-only file system", "Permission denied",
+                   "File too large", "Disk quota"):
+        if marker in text:
+            return marker
+    if directory is not None:
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(directory).free
+            if free < needed:
+                return (f"No space left: the checkpoint needs {needed / 2**20:.1f} MiB, the "
+                        f"disk has {free / 2**20:.1f} MiB free")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "Error" in ln.split(":")[0]]
+    return (errors[-1] if errors else lines[0] if lines else text)[:300]
+
+
+def write_directory(path: str, tensors: dict[str, torch.Tensor], group: Any,
+                    is_chief: bool) -> None:
+    """Write ``tensors`` as the DCP directory ``path``, atomically (every replica calls).
+
+    ``group`` is the process group DCP coordinates on (None for one process).
+    Raises :class:`CheckpointError` on every replica when any replica fails to write;
+    the partial directory is then removed and ``path`` is untouched.
+    """
+    path = os.path.abspath(path)
+    partial = partial_name(path)
+    if is_chief:
+        remove_directory(partial)
+    writer = FileSystemWriter(partial, single_file_per_rank=True, sync_files=True,
+                              overwrite=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*existing checkpoint.*")
+            warnings.filterwarnings("ignore", message=".*assuming the intent is.*")
+            dcp.save(tensors, storage_writer=writer, process_group=group,
+                     no_dist=group is None)
+        if is_chief:
+            _commit(partial, path)
+    except (Exception, CheckpointException) as exc:
+        if is_chief:
+            remove_directory(partial)
+        needed = sum(t.numel() * t.element_size() for t in tensors.values())
+        reason = _reason(exc, os.path.dirname(path), needed)
+        raise CheckpointError(explain(
+            "checkpoint", path, f"could not be written ({reason}); the earlier "
+            "checkpoints are intact", "free disk space or fix the directory's permissions, "
+            "or choose another directory")) from exc
+
+
+def read_tensor_metadata(path: str) -> dict[str, tuple[torch.Size, torch.dtype]]:
+    """``{key: (size, dtype)}`` of every tensor of the checkpoint at ``path`` (validated)."""
+    if not os.path.isdir(path):
+        raise CheckpointError("no such checkpoint directory")
+    metadata = _SafeReader(path).read_metadata()
+    for info in (metadata.storage_data or {}).values():
+        file = os.path.join(path, str(info.relative_path))
+        size = os.path.getsize(file) if os.path.isfile(file) else -1
+        if size < 0:
+            raise CheckpointError(f"its data file {info.relative_path} is missing")
+        if size < info.offset + info.length:
+            raise CheckpointError(f"its data file {info.relative_path} is truncated "
+                                  f"({size} of {info.offset + info.length} bytes)")
+    out: dict[str, tuple[torch.Size, torch.dtype]] = {}
+    for key, md in metadata.state_dict_metadata.items():
+        if isinstance(md, dcp_metadata.TensorStorageMetadata):
+            out[key] = (md.size, md.properties.dtype)
+    return out
+
+
+def read_directory(path: str, want: Callable[[str], bool] = lambda key: True
+                   ) -> dict[str, torch.Tensor]:
+    """The tensors of the checkpoint at ``path`` whose key ``want`` accepts, on the CPU.
+
+    Each replica reads on its own (no collective).  Raises :class:`CheckpointError`
+    naming the problem when the directory is incomplete, truncated or corrupt.
+    """
+    sizes = read_tensor_metadata(path)
+    state = {key: torch.empty(size, dtype=dtype) for key, (size, dtype) in sizes.items()
+             if want(key)}
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*assuming the intent is.*")
+            dcp.load(state, storage_reader=_SafeReader(path), planner=_TensorsOnlyPlanner(),
+                     no_dist=True)
+    except CheckpointError:
+        raise
+    except (Exception, CheckpointException) as exc:
+        raise CheckpointError(f"its data could not be read ({_reason(exc)})") from None
+    return state

@@ -1,0 +1,247 @@
+"""The loops behind ``Estimator.evaluate`` and ``Estimator.predict``.
+
+Evaluation runs ``model_fn`` in EVAL mode on every batch, applies the metric ops, and
+combines everything with ONE all-reduce at the end: every metric's float64 state,
+and each step's loss weighted by its rows.  The ``loss`` result is TensorFlow's, the
+mean over evaluation batches of each (global) batch's loss; metrics are exact over
+the replicas, uneven last batches included.  A replica whose input has ended while
+others still have data evaluates an empty batch, which counts for nothing.
+
+Prediction is not distributed (as in TensorFlow): each process runs ``model_fn`` in
+PREDICT mode over all of ``input_fn``'s data and yields numpy predictions.
+
+Example::
+
+    metrics = run_evaluation(runtime, strategy, dataset, hooks=[], steps=None,
+                             checkpoint_path=None, eval_dir="runs/est/eval")
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+
+from distrib.errors import UsageError, explain
+from distrib.estimator.hooks import SessionRunHook
+from distrib.estimator.metrics import metric_of
+from distrib.estimator.mode_keys import ModeKeys
+from distrib.estimator.session import Agreement, HookRunner, RunSession, set_named, to_numpy
+from distrib.estimator.train_loop import Writers, close_iterator, loss_dtype, next_batch
+from distrib.training.metric_base import Metric, flat_states, results_from_states
+
+__all__ = ["run_evaluation", "run_prediction", "dict_to_str"]
+
+_log = logging.getLogger("distrib.estimator")
+
+
+def dict_to_str(values: Mapping[str, Any]) -> str:
+    """``"accuracy = 0.9, global_step = 10, loss = 0.3"`` (sorted, as TensorFlow logs it)."""
+    return ", ".join(f"{k} = {v}" for k, v in sorted(values.items()) if not isinstance(v, bytes))
+
+
+class _Accumulator:
+    """The metric objects of the eval_metric_ops and each step's rows and weighted loss."""
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, Metric] = {}
+        self.rows: list[float] = []
+        self.weighted: list[float] = []
+
+    def add(self, spec: Any, rows: int) -> None:
+        for key, entry in spec.eval_metric_ops.items():  # updated in the step already
+            self.metrics.setdefault(key, metric_of(entry, key))
+        loss = float(spec.loss.detach()) if isinstance(spec.loss, torch.Tensor) else \
+            float(spec.loss)
+        self.rows.append(float(rows))
+        self.weighted.append(loss * rows if rows > 0 else 0.0)
+
+    def results(self, agreement_group: Any) -> dict[str, Any]:
+        metrics = list(self.metrics.values())
+        flat = torch.cat([flat_states(metrics), torch.tensor(self.rows, dtype=torch.float64),
+                          torch.tensor(self.weighted, dtype=torch.float64)])
+        if agreement_group.num_replicas_in_sync > 1:
+            flat = agreement_group.all_reduce_sum(flat)
+        out: dict[str, Any] = {}
+        pos = 0
+        for key, metric in self.metrics.items():
+            n = flat_states([metric]).numel()
+            out[key] = results_from_states([metric], flat[pos:pos + n])[metric.name]
+            pos += n
+        n = len(self.rows)
+        rows, weighted = flat[pos:pos + n], flat[pos + n:pos + 2 * n]
+        kept = rows > 0
+        out["loss"] = float((weighted[kept] / rows[kept]).mean()) if bool(kept.any()) else \
+            float("nan")
+        return out
+
+
+def _write_eval_summaries(eval_dir: str, results: dict[str, Any], path: str | None) -> None:
+    writers = Writers()
+    try:
+        writer = writers.get(eval_dir)
+        step = int(results["global_step"])
+        for key, value in results.items():
+            if key != "global_step" and isinstance(value, float):
+                writer.add_scalar(key, value, step)
+        if path is not None:
+            writer.add_text("checkpoint_path", path, step)
+        writer.flush()
+    finally:
+        writers.close()
+
+
+def _eval_steps(runtime: Any, strategy: Any, take: Any, runner: HookRunner,
+                batch: Any, rows: int, steps: int | None) -> _Accumulator:
+    acc = _Accumulator()
+    done = 0
+    while batch is not None and (steps is None or done < steps):
+        runner.before_run(time.time())
+        spec = runtime.call(ModeKeys.EVAL, batch[0], batch[1], strategy)
+        acc.add(spec, rows)
+        done += 1
+        set_named(runner.session, float(spec.loss), runtime.step, spec.predictions)
+        stop = runner.after_run(time.time())
+        if steps is not None and runner.session.is_chief and (
+                steps < 20 or done % (steps // 10) == 0 or done == steps):
+            _log.info("Evaluation [%d/%d]", done, steps)
+        if stop:
+            break
+        batch, rows = take() if steps is None or done < steps else (None, 0)
+    return acc
+
+
+def run_evaluation(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
+                   steps: int | None, checkpoint_path: str | None,
+                   eval_dir: str) -> dict[str, Any]:
+    """Evaluate the checkpoint (default: the newest) on ``dataset``; returns the metrics."""
+    ext = strategy.extended
+    chief = runtime.is_chief
+    iterator = iter(dataset)
+    wrapped = ext.replica_group.wrap_per_replica
+    try:
+        batch, rows = next_batch(iterator, wrapped)
+        if batch is None:
+            raise UsageError(explain("evaluation input", "an empty dataset", "input_fn gave "
+                                     "no batch to evaluate", "check input_fn for EVAL mode"))
+        runtime.ensure_built(ModeKeys.EVAL, *batch)
+        path = runtime.restore(checkpoint_path)
+        if path is None and chief:
+            _log.info("Could not find trained model in model_dir: %s, running initialization "
+                      "to evaluate.", runtime.checkpoints.model_dir)
+        runtime.reset_metrics()
+        start = time.time()
+        if chief:
+            _log.info("Starting evaluation at %s",
+                      time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime()))
+        built = runtime.built_spec(ModeKeys.EVAL)
+        session = RunSession(runtime, None, chief)
+        session.loss_dtype = loss_dtype(built.loss_dtype)
+        runner = HookRunner([*hooks, *built.evaluation_hooks], session,
+                            Agreement(ext.replica_group))
+        runner.begin()
+        runner.after_create_session()
+        with torch.no_grad():
+            acc = _eval_steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,
+                              batch, rows, steps)
+        results = acc.results(ext.replica_group)
+        results["global_step"] = int(runtime.step)
+        runner.end()
+    finally:
+        close_iterator(iterator)
+    if chief:
+        _log.info("Inference Time : %.5fs", time.time() - start)
+        _log.info("Finished evaluation at %s",
+                  time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime()))
+        _log.info("Saving dict for global step %d: %s", results["global_step"],
+                  dict_to_str(results))
+        _write_eval_summaries(eval_dir, results, path)
+        if path is not None:
+            _log.info("Saving 'checkpoint_path' summary for global step %d: %s",
+                      results["global_step"], path)
+    return results
+
+
+def _select(predictions: Any, predict_keys: Any) -> Any:
+    if not predict_keys:
+        return predictions
+    if not isinstance(predictions, Mapping):
+        raise UsageError(explain("predict_keys", predict_keys, "predict_keys argument is not "
+                                 "valid in case of non-dict predictions",
+                                 "return a dict of predictions from model_fn, or drop "
+                                 "predict_keys"))
+    keys = [predict_keys] if isinstance(predict_keys, str) else list(predict_keys)
+    chosen = {k: v for k, v in predictions.items() if k in keys}
+    if not chosen:
+        raise UsageError(explain("predict_keys", predict_keys, "Expected to run at least one "
+                                 f"output from {sorted(predictions)}, provided {keys}",
+                                 "ask for keys model_fn's predictions have"))
+    return chosen
+
+
+def _examples(values: Any) -> Iterator[Any]:
+    if not isinstance(values, Mapping):
+        yield from values
+        return
+    length = None
+    for key, value in values.items():
+        length = length if length is not None else value.shape[0]
+        if value.shape[0] != length:
+            raise UsageError(explain(f"predictions[{key!r}]", tuple(value.shape), "Batch "
+                                     f"length of predictions should be same. {key} has "
+                                     "different batch length than others",
+                                     "give every prediction the batch dimension first"))
+    for i in range(length or 0):
+        yield {key: value[i] for key, value in values.items()}
+
+
+def run_prediction(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
+                   predict_keys: Any, checkpoint_path: str | None,
+                   yield_single_examples: bool) -> Iterator[Any]:
+    """Yield predictions for every batch of ``dataset`` (numpy values)."""
+    iterator = iter(dataset)
+    try:
+        batch, _ = next_batch(iterator)
+        if batch is None:
+            return
+        runtime.ensure_built(ModeKeys.PREDICT, batch[0], None)
+        path = runtime.restore(checkpoint_path)
+        chief = runtime.is_chief
+        if path is None and chief:
+            _log.info("Could not find trained model in model_dir: %s, running initialization "
+                      "to predict.", runtime.checkpoints.model_dir)
+        built = runtime.built_spec(ModeKeys.PREDICT)
+        from distrib.distribute.group import ReplicaGroupInfo
+
+        runner = HookRunner([*hooks, *built.prediction_hooks],
+                            RunSession(runtime, None, chief), Agreement(ReplicaGroupInfo()))
+        runner.begin()
+        runner.after_create_session()
+        while batch is not None:
+            runner.before_run(time.time())
+            with torch.no_grad():
+                spec = runtime.call(ModeKeys.PREDICT, batch[0], None, strategy)
+            set_named(runner.session, None, runtime.step, spec.predictions)
+            values = to_numpy_nest(_select(spec.predictions, predict_keys))
+            stop = runner.after_run(time.time())
+            if yield_single_examples:
+                yield from _examples(values)
+            else:
+                yield values
+            if stop:
+                break
+            batch, _ = next_batch(iterator)
+        runner.end()
+    finally:
+        close_iterator(iterator)
+
+
+def to_numpy_nest(values: Any) -> Any:
+    """Tensors (or a dict of them) as numpy arrays."""
+    if isinstance(values, Mapping):
+        return {k: to_numpy(v) for k, v in values.items()}
+    return to_numpy(values)
+

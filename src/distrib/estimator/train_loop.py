@@ -1,0 +1,183 @@
+"""The loop behind ``Estimator.train``: hooks, the train op, checkpoints and summaries.
+
+Per step, on every replica: hooks' ``before_run``; ``model_fn`` on this replica's
+batch; the train op applied to the loss weighted by this replica's share of the
+step's examples (``rows / global rows``: 1/R for equal batches), so that the
+SUM-all-reduced gradient is the gradient of the mean loss over the global batch;
+the global step advanced; the next batch taken; ONE small all-reduce
+(:class:`~distrib.estimator.session.Agreement`) of the next batch sizes, the loss
+and the chief's clock; hooks' ``after_run``.  A step runs only when every replica
+has a batch (TensorFlow ends training when any replica's input ends).
+
+The built-in hooks are TensorFlow's: ``StepCounterHook`` (``global_step/sec``),
+``SummarySaverHook`` (``loss``), ``CheckpointSaverHook``, ``NanTensorHook`` and
+``LoggingTensorHook`` (``loss = X, step = N``), in TensorFlow's order.
+
+Example::
+
+    loss = run_training(runtime, strategy, dataset, hooks=[], last_step=1000, listeners=[])
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from distrib.distribute.values import unwrap
+from distrib.estimator.basic_hooks import LoggingTensorHook, NanTensorHook, StepCounterHook
+from distrib.estimator.hooks import CheckpointSaverListener, SessionRunHook
+from distrib.estimator.inputs import rows_of, split_element
+from distrib.estimator.mode_keys import ModeKeys
+from distrib.estimator.saver_hooks import CheckpointSaverHook, SummarySaverHook
+from distrib.estimator.session import Agreement, HookRunner, RunSession, set_named
+from distrib.training.callbacks.tensorboard import summary_writer
+
+__all__ = ["run_training", "Writers", "next_batch", "close_iterator", "loss_dtype"]
+
+_log = logging.getLogger("distrib.estimator")
+
+
+class Writers:
+    """TensorBoard writers by directory, opened on first use."""
+
+    def __init__(self) -> None:
+        self._writers: dict[str, Any] = {}
+
+    def get(self, logdir: str) -> Any:
+        if logdir not in self._writers:
+            self._writers[logdir] = summary_writer(logdir)
+        return self._writers[logdir]
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}
+
+
+def next_batch(iterator: Any, wrapped: bool = False) -> tuple[Any, int]:
+    """This replica's next ``(features, labels)`` and its rows (``(None, 0)`` at the end).
+
+    ``wrapped``: the iterator yields ``PerReplica`` values (unwrapped here).
+    """
+    element = next(iterator, None)
+    if element is None:
+        return None, 0
+    features, labels = split_element(unwrap(element) if wrapped else element)
+    return (features, labels), rows_of(features, labels)
+
+
+def close_iterator(iterator: Any) -> None:
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
+
+
+def _builtin_hooks(runtime: Any, listeners: list[CheckpointSaverListener], saves: bool,
+                   spec: Any, chief: bool, user: list[SessionRunHook]) -> list[SessionRunHook]:
+    config = runtime.config
+    model_dir = runtime.checkpoints.model_dir
+    hooks: list[SessionRunHook] = []
+    if config.log_step_count_steps:
+        hooks.append(StepCounterHook(every_n_steps=config.log_step_count_steps,
+                                     output_dir=model_dir))
+    if config.save_summary_steps:
+        hooks.append(SummarySaverHook(save_steps=config.save_summary_steps,
+                                      output_dir=model_dir))
+    if saves and (config.save_checkpoints_secs or config.save_checkpoints_steps):
+        hooks.append(CheckpointSaverHook(model_dir, save_secs=config.save_checkpoints_secs,
+                                         save_steps=config.save_checkpoints_steps,
+                                         listeners=listeners))
+    if chief:
+        hooks.extend(spec.training_chief_hooks)
+    hooks.extend(user)
+    hooks.append(NanTensorHook("loss"))
+    if config.log_step_count_steps:
+        hooks.append(LoggingTensorHook({"loss": "loss", "step": "global_step"},
+                                       every_n_iter=config.log_step_count_steps))
+    hooks.extend(spec.training_hooks)
+    return hooks
+
+
+def loss_dtype(dtype: torch.dtype | None) -> Any:
+    """The numpy type losses are shown in (TensorFlow shows float32 numpy values)."""
+    return np.float64 if dtype == torch.float64 else np.float32
+
+
+def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
+                 steps: int | None, max_steps: int | None,
+                 listeners: list[CheckpointSaverListener], saves: bool,
+                 init_fn: Callable[[], None] | None = None) -> Any:
+    """Train until the last step or the end of the input; returns the final loss (or None)."""
+    ext = strategy.extended
+    chief = runtime.is_chief
+    agreement = Agreement(ext.replica_group)
+    iterator = iter(dataset)
+    writers = Writers()
+    wrapped = ext.replica_group.wrap_per_replica
+    try:
+        batch, rows = next_batch(iterator, wrapped)
+        agreed = agreement.exchange(next_rows=rows)
+        if batch is None or not agreed.all_have_data:
+            if chief:
+                _log.warning("Training with estimator made no steps. Perhaps input is empty "
+                             "or misspecified.")
+            return None
+        runtime.ensure_built(ModeKeys.TRAIN, *batch)
+        if runtime.restore(None) is None and init_fn is not None:
+            init_fn()
+        runtime.reset_metrics()
+        last_step = max_steps if max_steps is not None else (
+            runtime.step + steps if steps is not None else None)
+        spec = runtime.built_spec(ModeKeys.TRAIN)
+        session = RunSession(runtime, writers, chief)
+        session.loss_dtype = loss_dtype(spec.loss_dtype)
+        session.now = agreed.time
+        runner = HookRunner(_builtin_hooks(runtime, listeners, saves, spec, chief, hooks),
+                            session, agreement, spec.training_chief_hooks)
+        runner.begin()
+        runner.after_create_session()
+        loss = _steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,
+                      agreement, batch, rows, agreed, last_step)
+        runner.end()
+        if loss is not None and chief:
+            _log.info("Loss for final step: %s.", session.loss_dtype(loss))
+        return loss
+    finally:
+        writers.close()
+        close_iterator(iterator)
+
+
+def _steps(runtime: Any, strategy: Any, take: Callable[[], tuple[Any, int]],
+           runner: HookRunner,
+           agreement: Agreement, batch: Any, rows: int, agreed: Any,
+           last_step: int | None) -> float | None:
+    loss: float | None = None
+    made = 0
+    stop = False
+    while (batch is not None and agreed.all_have_data and not stop
+           and (last_step is None or runtime.step < last_step)):
+        runner.before_run(agreed.time)
+        features, labels = batch
+        spec = runtime.call(ModeKeys.TRAIN, features, labels, strategy, agreed.next_rows)
+        runtime.apply_train_op(spec.train_op, spec.loss, rows / agreed.next_rows)
+        before = runtime.step
+        runtime.step += 1
+        made += 1
+        local = float(spec.loss.detach())
+        current = rows
+        if last_step is None or runtime.step < last_step:
+            batch, rows = take()
+        else:
+            batch, rows = None, 0
+        agreed = agreement.exchange(next_rows=rows, loss=local, rows=current)
+        loss = agreed.loss
+        set_named(runner.session, loss, before, spec.predictions)
+        stop = runner.after_run(agreed.time)
+    if made == 0 and runner.session.is_chief:
+        _log.warning("Training with estimator made no steps. Perhaps input is empty or "
+                     "misspecified.")
+    return loss

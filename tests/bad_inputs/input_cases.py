@@ -7,7 +7,9 @@ import torch
 
 import distrib
 from distrib.data import Dataset
+from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import DataError, InvalidTypeError, UsageError
+from distrib.input import distribute_dataset
 from tests.bad_inputs.case import Case
 
 Options = distrib.InputOptions
@@ -53,10 +55,33 @@ CASES = [
     Case("input-buffer-negative", lambda: Options(experimental_per_replica_buffer_size=-1),
          UsageError, ["experimental_per_replica_buffer_size = -1"]),
     Case("input-buffer-a-string", lambda: Options(experimental_per_replica_buffer_size="2"),
-         UsageError, ["experimental_per_replica_buffer_size = '2'"]),
+         InvalidTypeError, ["experimental_per_replica_buffer_size = '2'", "int >= 0"]),
+    Case("input-buffer-a-bool", lambda: Options(experimental_per_replica_buffer_size=True),
+         InvalidTypeError, ["experimental_per_replica_buffer_size = True", "use 1"]),
     Case("input-replication-mode-a-string",
-         lambda: Options(experimental_replication_mode="per_worker"), UsageError,
+         lambda: Options(experimental_replication_mode="per_worker"), InvalidTypeError,
          ["experimental_replication_mode = 'per_worker'", "InputReplicationMode.PER_WORKER"]),
+    Case("input-fetch-to-device-a-string",
+         lambda: Options(experimental_fetch_to_device="no"), InvalidTypeError,
+         ["experimental_fetch_to_device = 'no'", "must be True, False or None", "not str"]),
+    Case("input-fetch-to-device-a-number",
+         lambda: Options(experimental_fetch_to_device=0), InvalidTypeError,
+         ["experimental_fetch_to_device = 0", "True, False or None"]),
+    Case("input-place-on-device-none",
+         lambda: Options(experimental_place_dataset_on_device=None), InvalidTypeError,
+         ["experimental_place_dataset_on_device = None", "must be True or False"]),
+    Case("input-place-on-device-a-string",
+         lambda: Options(experimental_place_dataset_on_device="yes"), InvalidTypeError,
+         ["experimental_place_dataset_on_device = 'yes'", "pass True or False"]),
+    Case("input-options-a-dict",
+         lambda: distribute_dataset(Dataset.range(4).batch(2), ReplicaGroupInfo.single(),
+                                    options={"experimental_fetch_to_device": False}),
+         InvalidTypeError, ["options = {'experimental_fetch_to_device': False}",
+                            "distrib.InputOptions"]),
+    Case("input-options-zero",
+         lambda: distribute_dataset(Dataset.range(4).batch(2), ReplicaGroupInfo.single(),
+                                    options=0),
+         InvalidTypeError, ["options = 0", "distrib.InputOptions(...)"]),
     Case("input-context-batch-not-divisible", lambda: context().get_per_replica_batch_size(5),
          UsageError, ["global_batch_size = 5", "such as 4 or 6"]),
     Case("input-context-pipeline-id-too-big", lambda: context(2, 2), UsageError,

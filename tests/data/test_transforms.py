@@ -112,6 +112,18 @@ def test_interleave_matches_tf_docstring_example() -> None:
     assert ints(Dataset.range(1, 4).flat_map(lambda x: Dataset.range(x))) == [0, 0, 1, 0, 1, 2]
 
 
+def test_an_empty_interleave_knows_its_element_spec_from_map_func() -> None:
+    """As TF traces map_func: an interleave of no element still has the structure it returns."""
+    empty = Dataset.range(0).interleave(lambda x: Dataset.from_tensors((x, x * 0.5)),
+                                        cycle_length=2, block_length=1)
+    assert empty.element_spec == (TensorSpec((), torch.int64), TensorSpec((), torch.float32))
+    assert ints(empty.batch(2).map(lambda a, b: a)) == []
+
+    def refuses(x: torch.Tensor) -> Dataset:
+        raise ValueError("needs a real element")
+    assert Dataset.range(0).interleave(refuses, cycle_length=1).element_spec is None
+
+
 def test_cache_replays_the_first_epoch() -> None:
     draws = Dataset.range(4).map(lambda x: x + torch.randint(0, 1000, ())).cache()
     assert ints(draws) == ints(draws)

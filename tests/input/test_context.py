@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from distrib.errors import UsageError
+from distrib.errors import InvalidTypeError, UsageError
 from distrib.input import (
     InputContext,
     InputOptions,
@@ -60,5 +60,9 @@ def test_input_options_defaults_and_validation() -> None:
     assert not InputOptions(experimental_fetch_to_device=False).fetch_to_device
     with pytest.raises(UsageError):
         InputOptions(experimental_per_replica_buffer_size=-1)
-    with pytest.raises(UsageError):
+    with pytest.raises(InvalidTypeError, match="experimental_replication_mode = 'PER_REPLICA'"):
         InputOptions(experimental_replication_mode="PER_REPLICA")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="experimental_fetch_to_device = 'no'"):
+        InputOptions(experimental_fetch_to_device="no")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="experimental_place_dataset_on_device = None"):
+        InputOptions(experimental_place_dataset_on_device=None)  # type: ignore[arg-type]

@@ -83,8 +83,10 @@ def test_first_per_worker_batches_of_a_sharded_repeat(ranks: list[dict[str, Any]
 
 def test_file_sharding_with_uneven_files(ranks: list[dict[str, Any]]) -> None:
     chief, worker = ranks[0]["file"], ranks[1]["file"]
-    assert chief["steps"] == [[0, 1], [2, 3], [4], []]
-    assert worker["steps"] == [[5, 6], [7], [], []]
+    # Each worker re-batches its own file with sizes [2] (TF's rebatch): 3 steps, the
+    # shorter file ends first and its worker gets an empty batch.
+    assert chief["steps"] == [[0, 1], [2, 3], [4]]
+    assert worker["steps"] == [[5, 6], [7], []]
     seen = sorted(v for r in (chief, worker) for step in r["steps"] for v in step)
     assert seen == list(range(8))
 

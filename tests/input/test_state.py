@@ -76,7 +76,7 @@ def test_per_worker_positions_need_the_same_layout(tmp_path: Path) -> None:
     ds = TextLineDataset([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]).batch(2)
     group = ReplicaGroupInfo(num_replicas_in_sync=2, replica_id=0, num_workers=2)
     state = iter(distribute_dataset(ds, group)).state_dict()
-    assert state["mode"] == "pieces" and not state["portable"]
+    assert state["mode"] == "rebatch" and not state["portable"]
     with pytest.raises(DataError, match="same number of workers"):
         distribute_dataset(ds, ReplicaGroupInfo.single()).load_state_dict(state)
     fn = distribute_datasets_from_function(lambda ctx: Dataset.range(4).batch(2),
@@ -94,3 +94,23 @@ def test_options_policy_off_positions_are_per_worker() -> None:
     it = iter(dist)
     next(it)
     assert it.state_dict()["portable"] is False
+
+
+def test_rebatched_positions_resume_with_the_same_layout() -> None:
+    def dataset() -> Dataset:
+        opts = Options()
+        opts.experimental_distribute.auto_shard_policy = AutoShardPolicy.OFF
+        return Dataset.range(23).batch(5).repeat(2).with_options(opts)
+    groups = [fake_group(4, r, 2) for r in range(4)]
+    full = [[as_lists(b) for b in distribute_dataset(dataset(), g)] for g in groups]
+    assert len({len(f) for f in full}) == 1
+    its = [iter(distribute_dataset(dataset(), g)) for g in groups]
+    for _ in range(3):
+        for it in its:
+            next(it)
+    states = [it.state_dict() for it in its]
+    assert {s["mode"] for s in states} == {"rebatch"} and not states[0]["portable"]
+    for g, state, expected in zip(groups, states, full):
+        restored = distribute_dataset(dataset(), g)
+        restored.load_state_dict(state)
+        assert [as_lists(b) for b in restored] == expected[3:]

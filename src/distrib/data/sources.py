@@ -77,8 +77,10 @@ class TensorSlices(Dataset):
         return _nest.take(self._value, pos)
 
     def _spec(self) -> Any:
-        return _nest.map_structure(
-            lambda x: None if x is None else spec_of(x[0]), self._value)
+        def row(x: Any) -> Any:   # from a batch of one row, so that no rows work too
+            spec = spec_of(x[:1])
+            return TensorSpec(spec.shape[1:], spec.dtype)
+        return _nest.map_structure(lambda x: None if x is None else row(x), self._value)
 
 
 class Tensors(Dataset):

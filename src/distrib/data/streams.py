@@ -106,7 +106,10 @@ class Map(_Passthrough):
         return Dataset._spec(self)
 
     def _batch_info(self) -> tuple[bool, int | None, bool]:
-        return self._input._batch_info()
+        # A map may change the number of rows: after it the batch size is known only
+        # when every batch is full (TF's compute_batch_size does the same).
+        batched, size, drop = self._input._batch_info()
+        return (batched, size if drop else None, drop)
 
 
 class Filter(_Passthrough):
@@ -291,6 +294,15 @@ def interleave_iter(inputs: Iterable[Any], open_fn: Callable[[Any], Iterable[Any
 _DONE = object()
 
 
+def _placeholder(spec: Any) -> Any:
+    """A value of ``spec``: zeros, with 0 for every unknown dimension (``""`` for a string)."""
+    if spec is None:
+        return None
+    if spec.dtype == "string":
+        return ""
+    return torch.zeros([0 if d is None else d for d in spec.shape], dtype=spec.dtype)
+
+
 class Interleave(_Passthrough):
     """``interleave`` / ``flat_map``: elements of the datasets ``map_func`` returns.
 
@@ -337,7 +349,17 @@ class Interleave(_Passthrough):
                                self._cycle, self._block)
 
     def _spec(self) -> Any:
-        return Dataset._spec(self)
+        spec = Dataset._spec(self)
+        input_spec = self._input.element_spec
+        if spec is not None or input_spec is None:
+            return spec
+        # No element to probe: like TF's trace of map_func, ask the dataset it returns for a
+        # placeholder of the input's structure (its readers open nothing until iterated).
+        try:
+            sub = call_fn(self._fn, _nest.map_structure(_placeholder, input_spec))
+        except Exception:  # noqa: BLE001 - map_func may not accept a placeholder: spec unknown
+            return None
+        return sub.element_spec if isinstance(sub, Dataset) else None
 
 
 class Prefetch(_Passthrough):

@@ -1,7 +1,8 @@
 """``distrib.input``: distributed datasets — TF's input side of ``tf.distribute``.
 
 ``InputContext``, ``InputOptions``, ``InputReplicationMode``, ``AutoShardPolicy``
-and ``batch_sizes_for_worker`` carry TF's names and rules.
+and ``batch_sizes_for_worker`` carry TF's names and rules; ``piece_bounds`` is
+the rows of one replica's piece of a global batch under DATA sharding.
 ``distribute_dataset`` and ``distribute_datasets_from_function`` are what the
 strategies call for ``experimental_distribute_dataset`` and
 ``distribute_datasets_from_function``; ``as_dataset`` turns arrays, torch
@@ -25,9 +26,9 @@ from distrib.input.context import (
 )
 from distrib.input.convert import as_dataset
 from distrib.input.distributed import DistributedDataset, DistributedIterator, Optional
-from distrib.input.plan import StepPlan
+from distrib.input.plan import StepPlan, piece_bounds
 
 __all__ = ["InputContext", "InputOptions", "InputReplicationMode", "AutoShardPolicy",
            "SHARD_HINT", "batch_sizes_for_worker", "distribute_dataset",
            "distribute_datasets_from_function", "make_plan", "as_dataset",
-           "DistributedDataset", "DistributedIterator", "Optional", "StepPlan"]
+           "DistributedDataset", "DistributedIterator", "Optional", "StepPlan", "piece_bounds"]

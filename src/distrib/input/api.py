@@ -1,8 +1,10 @@
 """The two ways a strategy distributes input, called by every strategy.
 
 ``distribute_dataset``: the user batches by the GLOBAL batch; each replica
-receives its slice of every global batch (single worker: sizes from
-``batch_sizes_for_worker``; several workers: by ``AutoShardPolicy``).
+receives its part of it, exactly as in TensorFlow 2.21: every global batch cut
+into R ceil-sized pieces under DATA sharding (the default for in-memory
+sources), or each worker's pipeline re-batched with the sizes of
+``batch_sizes_for_worker`` under OFF, FILE and HINT (see docs/input_distribution.md).
 
 ``distribute_datasets_from_function``: ``dataset_fn(InputContext)`` builds a
 per-replica-batched pipeline per worker; the worker's replicas take its
@@ -27,11 +29,12 @@ import torch
 
 from distrib.data import AutoShardPolicy, Dataset
 from distrib.distribute.group import ReplicaGroupInfo
-from distrib.errors import DataError, UsageError, explain
+from distrib.errors import DataError, InvalidTypeError, UsageError, explain
 from distrib.input.context import (
     InputContext,
     InputOptions,
     InputReplicationMode,
+    batch_sizes_for_worker,
     check_replicas_per_worker,
 )
 from distrib.input.convert import as_dataset
@@ -51,10 +54,10 @@ def _call_batch_error(replicas: int) -> DataError:
 
 
 def _check_options(options: InputOptions | None, from_function: bool) -> InputOptions:
-    options = options or InputOptions()
+    options = InputOptions() if options is None else options
     if not isinstance(options, InputOptions):
-        raise UsageError(explain("options", options, "must be a distrib.InputOptions",
-                                 "build one with distrib.InputOptions(...)"))
+        raise InvalidTypeError(explain("options", options, "must be a distrib.InputOptions",
+                                       "build one with distrib.InputOptions(...)"))
     per_replica = options.experimental_replication_mode == InputReplicationMode.PER_REPLICA
     if per_replica and not from_function:
         raise UsageError(explain(
@@ -89,6 +92,13 @@ def _shared_seed(local: int, group: ReplicaGroupInfo) -> int:
 def make_plan(dataset: Dataset, group: ReplicaGroupInfo) -> StepPlan:
     """The :class:`StepPlan` of ``experimental_distribute_dataset`` for this replica.
 
+    One replica reads the pipeline as it is.  Otherwise the dataset must be
+    batched (by the global batch ``G``) and the auto-shard policy in effect
+    decides, as in TensorFlow 2.21: DATA (AUTO without files) splits every global
+    batch into R pieces (``split``); OFF, FILE and HINT re-batch each worker's
+    pipeline with the sizes of ``batch_sizes_for_worker`` (``rebatch``), or cut
+    each of its batches into R pieces when the batch size is unknown (``pieces``).
+
     Example:
         >>> make_plan(Dataset.range(8).batch(4), ReplicaGroupInfo.single()).mode
         'stride'
@@ -101,27 +111,28 @@ def make_plan(dataset: Dataset, group: ReplicaGroupInfo) -> StepPlan:
                         worker_index=group.worker_index,
                         local_replica_id=group.local_replica_id, **kw)
 
+    policy = dataset.options().experimental_distribute.auto_shard_policy
+    ds, effective = apply_policy(dataset, policy, w, group.worker_index)
     batched, global_batch, _ = dataset._batch_info()
     if r == 1:
         if not batched and group.devices_per_replica > 1:
             raise _call_batch_error(group.num_devices_in_sync)
-        return plan(dataset, "stride")
-    if not batched and per_worker > 1:
+        return plan(ds, "stride")
+    if not batched:
         raise _call_batch_error(r)
-    if w == 1:
-        return plan(dataset, "split", global_batch=global_batch)
-    policy = dataset.options().experimental_distribute.auto_shard_policy
-    ds, effective = apply_policy(dataset, policy, w, group.worker_index)
-    if effective == AutoShardPolicy.DATA:
-        if batched:
-            return plan(ds, "data")
-        return plan(ds, "stride", stride=w, offset=group.worker_index, portable=False)
-    return plan(ds, "pieces" if batched else "stride", shared=ds is dataset, portable=False)
+    if effective == AutoShardPolicy.DATA or (global_batch is None and w == 1):
+        return plan(ds, "split")
+    if global_batch is None:   # batches of a size unknown here: TF's legacy rebatch
+        return plan(ds, "pieces", source=dataset, shared=ds is dataset, portable=False)
+    sizes = tuple(tuple(batch_sizes_for_worker(global_batch, w, per_worker, i))
+                  for i in range(w))
+    return plan(ds, "rebatch", sizes=sizes, source=dataset, shared=w == 1 or ds is dataset,
+                portable=False)
 
 
 def distribute_dataset(dataset: Any, group: ReplicaGroupInfo,
                        options: InputOptions | None = None) -> DistributedDataset:
-    """Split every global batch of ``dataset`` across the replicas of ``group``.
+    """Split the global batches of ``dataset`` across the replicas of ``group``.
 
     Args:
         dataset: a ``distrib.data.Dataset`` batched by the global batch size, or

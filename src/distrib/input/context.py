@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from distrib.errors import UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain
 
 __all__ = ["InputContext", "InputOptions", "InputReplicationMode", "batch_sizes_for_worker",
            "check_replicas_per_worker"]
@@ -33,6 +33,15 @@ class InputReplicationMode(enum.Enum):
 
     PER_WORKER = "PER_WORKER"
     PER_REPLICA = "PER_REPLICA"
+
+
+def _check_flag(what: str, value: object, optional: bool) -> None:
+    """Raise :class:`InvalidTypeError` unless ``value`` is a bool (or None when ``optional``)."""
+    if isinstance(value, bool) or (optional and value is None):
+        return
+    allowed = "True, False or None" if optional else "True or False"
+    raise InvalidTypeError(explain(what, value, f"must be {allowed}",
+                                   f"pass {allowed} (a bool, not {type(value).__name__})"))
 
 
 def _positive_int(what: str, value: object) -> int:
@@ -138,13 +147,20 @@ class InputOptions:
     experimental_per_replica_buffer_size: int = 1
 
     def __post_init__(self) -> None:
+        _check_flag("experimental_fetch_to_device", self.experimental_fetch_to_device,
+                    optional=True)
+        _check_flag("experimental_place_dataset_on_device",
+                    self.experimental_place_dataset_on_device, optional=False)
         if not isinstance(self.experimental_replication_mode, InputReplicationMode):
-            raise UsageError(explain("experimental_replication_mode",
-                                     self.experimental_replication_mode,
-                                     "must be an InputReplicationMode",
-                                     "use InputReplicationMode.PER_WORKER or PER_REPLICA"))
+            raise InvalidTypeError(explain("experimental_replication_mode",
+                                           self.experimental_replication_mode,
+                                           "must be an InputReplicationMode",
+                                           "use InputReplicationMode.PER_WORKER or PER_REPLICA"))
         size = self.experimental_per_replica_buffer_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise InvalidTypeError(explain("experimental_per_replica_buffer_size", size,
+                                           "must be an int >= 0", "use 1 (the default) or 0"))
+        if size < 0:
             raise UsageError(explain("experimental_per_replica_buffer_size", size,
                                      "must be an int >= 0", "use 1 (the default) or 0"))
 

@@ -1,9 +1,11 @@
 """Distributed datasets and iterators: this replica's batches, on its device, in lock-step.
 
-Each step every replica receives its batch.  End of data is agreed (as in TF):
-while any replica still has data the others receive an *empty* batch (batch
-dimension 0), and when none has data every replica's loop ends in the same
-step.  When the step count of every replica can be computed from the
+Each step every replica receives its batch.  End of data is agreed, as in
+TensorFlow: while any replica still has data the others receive an *empty*
+batch (batch dimension 0), and when none has data every replica's loop ends in
+the same step.  On one worker with batches of static shape (``drop_remainder``)
+TensorFlow skips that handling, and the epoch ends at the first step where any
+replica has no batch.  When the step count of every replica can be computed from the
 pipeline (known cardinality, same pipeline everywhere) no communication is
 needed; when each replica's own count is known, one all-reduce at the start
 of the epoch exchanges them; otherwise one all-reduce of a single int per step
@@ -16,6 +18,7 @@ position — epoch and steps taken, in global batches where the plan allows —
 can be saved and restored (``state_dict`` / ``load_state_dict``).
 
 Example:
+    >>> from distrib.data import Dataset
     >>> group = ReplicaGroupInfo.single()
     >>> dist = DistributedDataset(StepPlan(Dataset.range(5).batch(2), "stride"), group)
     >>> [b.tolist() for b in dist]
@@ -38,7 +41,7 @@ from distrib.distribute.group import ReplicaGroupInfo
 from distrib.distribute.values import wrap_nest
 from distrib.errors import DataError, UsageError, explain
 from distrib.input.context import InputOptions
-from distrib.input.plan import StepPlan
+from distrib.input.plan import NO_ROWS, StepPlan
 
 __all__ = ["DistributedDataset", "DistributedIterator", "Optional"]
 
@@ -80,6 +83,31 @@ def _to_device(batch: Any, device: torch.device) -> Any:
         lambda x: x.to(device, non_blocking=True) if isinstance(x, torch.Tensor) else x, batch)
 
 
+def _partial_batch_handling(plan: StepPlan, group: ReplicaGroupInfo) -> bool:
+    """TF's ``_enable_get_next_as_optional``: replicas without data get empty batches until
+    every replica is done — with several replicas and a finite dataset, on several
+    workers, or on one when batches may differ in shape."""
+    return (plan.dataset._card() != INFINITE and group.num_replicas_in_sync > 1
+            and (group.num_workers > 1 or not _static_shapes(plan.dataset)))
+
+
+def _ends_with_first_replica(plan: StepPlan, group: ReplicaGroupInfo) -> bool:
+    """Without that handling (one worker, batches of static shape: ``drop_remainder``) the
+    epoch ends at the first step where any replica has no batch, as in TF."""
+    return (group.num_replicas_in_sync > 1 and plan.dataset._card() != INFINITE
+            and not _partial_batch_handling(plan, group))
+
+
+def _static_shapes(dataset: Any) -> bool:
+    """Whether every batch has the same, fully known shape (batched with drop_remainder)."""
+    batched, _, drop = dataset._batch_info()
+    if not (batched and drop):
+        return False
+    spec = dataset.element_spec
+    leaves = [s for s in _nest.flatten(spec) if s is not None]
+    return spec is not None and all(None not in s.shape for s in leaves)
+
+
 def _empty_from_spec(spec: Any, device: torch.device) -> Any:
     def leaf(s: Any) -> Any:
         if s is None:
@@ -116,6 +144,8 @@ class DistributedDataset:
     def element_spec(self) -> Any:
         """The spec of one replica's batch (batch dimension None when it can vary)."""
         spec = self._plan.dataset.element_spec
+        if spec is None and self._plan.source is not None:   # this worker's share is empty
+            spec = self._plan.source.element_spec
         if self._plan.mode == "stride" or spec is None:
             return spec
         return _nest.map_structure(
@@ -125,7 +155,7 @@ class DistributedDataset:
     @property
     def cardinality(self) -> int:
         """Steps per epoch when this process can prove it, else ``UNKNOWN`` (-2)."""
-        total = self._plan.total_steps()
+        total = self._plan.total_steps(fewest=_ends_with_first_replica(self._plan, self._group))
         return UNKNOWN if total is None else total
 
     def __iter__(self) -> DistributedIterator:
@@ -203,18 +233,15 @@ class DistributedIterator(Iterator[Any]):
             else torch.device("cpu")
         self._on_gpu = self._device.type == "cuda"
         self._ahead = options.experimental_per_replica_buffer_size if self._on_gpu else 0
-        card = self._plan.dataset._card()
-        batched, _, drop = self._plan.dataset._batch_info()
-        self._enable_get_next_as_optional = (
-            card != INFINITE and self._group.num_replicas_in_sync > 1
-            and (self._group.num_workers > 1 or not (batched and drop)))
+        self._enable_get_next_as_optional = _partial_batch_handling(self._plan, self._group)
+        self._fewest = _ends_with_first_replica(self._plan, self._group)
         self._total = self._agree_on_total()
         self._start_host()
 
     # ------------------------------------------------------------ set-up
     def _agree_on_total(self) -> int | None:
         """Absolute step count of the epoch, or None when each step must be agreed."""
-        total = self._plan.total_steps()
+        total = self._plan.total_steps(fewest=self._fewest)
         r = self._group.num_replicas_in_sync
         if total is not None or r == 1 or self._plan.shared:
             return total
@@ -225,6 +252,9 @@ class DistributedIterator(Iterator[Any]):
         counts = [int(c) for c in self._group.all_reduce_sum(vec).tolist()]
         if UNKNOWN in counts:
             return None
+        finite = [c for c in counts if c != INFINITE]
+        if self._fewest and finite:
+            return self._pos + min(finite)
         if INFINITE in counts:
             return INFINITE
         return self._pos + max(counts)
@@ -278,12 +308,12 @@ class DistributedIterator(Iterator[Any]):
             count = int(has)
             if self._group.num_replicas_in_sync > 1:
                 count = int(self._group.all_reduce_sum(torch.tensor([int(has)]))[0])
-            if not count:
+            if not count or (self._fewest and count < self._group.num_replicas_in_sync):
                 self._finish()
                 raise StopIteration
-        if has:
+        if has and local is not NO_ROWS:
             self._template = local
-        batch = local if has else self._empty()
+        batch = local if has and local is not NO_ROWS else self._empty()
         self._pos += 1
         if self._place is not None:
             batch = self._place(batch)

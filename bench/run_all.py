@@ -13,6 +13,6 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 for script in ("bench_custom_loop.py", "bench_data.py", "bench_fit.py", "bench_jit.py",
-               "bench_checkpoint.py", "bench_estimator.py"):
+               "bench_checkpoint.py", "bench_estimator.py", "bench_parameter_server.py"):
     print(f"== {script}", flush=True)
     subprocess.run([sys.executable, str(HERE / script), *sys.argv[1:]], check=True)

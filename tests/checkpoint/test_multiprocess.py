@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from tests.support import (
 )
 
 PROGRAM = str(Path(__file__).parent / "programs" / "loop.py")
+FIT_PROGRAM = str(Path(__file__).parent / "programs" / "fit_resume.py")
 pytestmark = pytest.mark.slow
 
 
@@ -87,6 +89,35 @@ def test_a_checkpoint_of_2_workers_restores_on_1_and_on_3_with_the_same_global_b
         assert record["batches"] == expected[4:]
         for a, b in zip(_weights(ref / "final.npz"), _weights(final)):
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-10)
+
+
+def test_a_fit_backed_up_by_2_workers_resumes_on_1_and_on_3_like_the_uninterrupted_fit(
+        tmp_path: Path) -> None:
+    def fit(workers: int, backup: Path, out: Path, stop_at: int) -> dict[str, Any]:
+        return wait_all(start_cluster([FIT_PROGRAM, str(backup), str(out), str(stop_at)],
+                                      localhost_cluster(worker=workers)))
+
+    ref = tmp_path / "ref.npz"
+    assert all(r[0] == 0 for r in fit(2, tmp_path / "ref_backup", ref, 0).values())
+    backup = tmp_path / "backup"
+    crashed = fit(2, backup, tmp_path / "crashed.npz", 7)  # both workers die after step 7
+    assert all(r[0] == 3 for r in crashed.values()), crashed
+    expected = load_json(Path(f"{ref}.json"))
+    for workers in (1, 3):
+        copy = tmp_path / f"backup{workers}"
+        shutil.copytree(backup, copy)
+        final = tmp_path / f"on{workers}.npz"
+        out = fit(workers, copy, final, 0)
+        assert all(r[0] == 0 for r in out.values()), out
+        got = load_json(Path(f"{final}.json"))
+        # The newest complete backup is of step 4 or 6 (a save may have been cut short):
+        # the rest of the 16 steps ran, not all of them.
+        assert got["steps_run"] in (10, 12), got
+        for name in expected["history"]:
+            np.testing.assert_allclose(got["history"][name], expected["history"][name],
+                                       rtol=0, atol=1e-12)
+        for a, b in zip(_weights(ref), _weights(final)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
 
 
 def test_mirrored_strategy_restarts_its_replicas_and_resumes_bitwise(tmp_path: Path) -> None:

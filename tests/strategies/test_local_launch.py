@@ -57,11 +57,18 @@ def test_failing_replica_stops_the_program_and_is_named(tmp_path: Path) -> None:
     assert len(pids) == 2 and _wait_gone(pids)
 
 
+def _sigint_as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
 def test_signal_to_the_program_leaves_no_replica(tmp_path: Path, sig: signal.Signals) -> None:
+    # As from a terminal: Ctrl-C reaches the program even when this test runs where SIGINT
+    # is ignored (a background job of a non-interactive shell), which children inherit.
     proc = subprocess.Popen([sys.executable, PROGRAM, str(tmp_path)], env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_from_a_terminal)
     try:
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -130,3 +130,22 @@ def test_copies_made_in_model_fn_are_ordinary_objects() -> None:
     assert again[0] is first[0] and again[1] is not first[1]
     assert type(again[1]) is nn.Linear
     assert store.objects == [first[0]]
+
+
+def test_torch_compile_still_trains_after_the_reuse_hook_is_installed() -> None:
+    # The hook replaces the base classes' __new__ for the whole process; torch.compile's
+    # backward copies fx modules, whose constructors take arguments object.__new__ refuses.
+    from distrib.estimator.objects import install_reuse
+
+    install_reuse()
+    net = nn.Linear(3, 1)
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        loss = net(x).sum()
+        loss.backward()
+        return loss
+
+    compiled = torch.compile(step, backend="aot_eager")
+    x = torch.ones(2, 3)
+    assert torch.equal(compiled(x), step(x))
+    assert net.weight.grad is not None

@@ -90,8 +90,16 @@ def _skipping(cls: type) -> type:
     return sub
 
 
+def _is_object_new(fn: Any) -> bool:
+    """Whether ``fn`` is ``object.__new__`` (which takes no constructor arguments).  Not by
+    identity alone: while torch.compile traces, another builtin object can stand for it."""
+    return bool(fn is object.__new__ or fn == object.__new__
+                or getattr(fn, "__qualname__", None) == "object.__new__")
+
+
 def _make_new(base: type) -> Any:
     previous: Any = base.__new__
+    plain = _is_object_new(previous)
 
     def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
         store = active_store()
@@ -99,7 +107,7 @@ def _make_new(base: type) -> Any:
             obj = store._construct(cls, args, kwargs)
             if obj is not None:
                 return obj
-        if previous is object.__new__:
+        if plain:
             return object.__new__(cls)
         return previous(cls, *args, **kwargs)
 

@@ -40,6 +40,7 @@ from distrib.coordinator import ClusterCoordinator, RemoteValue
 from distrib.data import Dataset
 from distrib.errors import UsageError, explain
 from distrib.training.callbacks import CallbackList
+from distrib.training.callbacks.base import callbacks_for_run
 from distrib.training.compile_utils import rows_of, unpack_x_y_sample_weight
 from distrib.training.data_adapter import is_array_like, split_arrays
 from distrib.training.metrics import flat_states, results_from_states
@@ -200,16 +201,6 @@ class _Logs:
         return logs
 
 
-def _callbacks(callbacks: Any, model: Model, verbose: int, epochs: int, steps: int | None,
-               add_history: bool) -> CallbackList:
-    if isinstance(callbacks, CallbackList):
-        callbacks.set_model(model)
-        callbacks.set_params({"verbose": verbose, "epochs": epochs, "steps": steps})
-        return callbacks
-    return CallbackList(callbacks, add_history=add_history, add_progbar=verbose != 0,
-                        model=model, verbose=verbose, epochs=epochs, steps=steps)
-
-
 def _interval(cbs: CallbackList, mode: str, steps: int | None, in_fit: bool) -> int:
     wanted = [int(cb.batch_log_interval(mode, steps, in_fit)) for cb in cbs]
     return math.gcd(*[w for w in wanted if w])
@@ -320,7 +311,7 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         evaluation = None if val is None else _Evaluation(
             model, coordinator, model_ref, val, validation_batch_size or batch_size,
             validation_steps, "validation_steps")
-        cbs = _callbacks(callbacks, model, level, epochs, steps, True)
+        cbs = callbacks_for_run(callbacks, model, level, epochs, steps, True)
         interval = _interval(cbs, "train", steps, False)
         model.stop_training = False
         cbs.on_train_begin()
@@ -373,7 +364,7 @@ def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: i
         model_ref = coordinator.create_per_worker_value(_same, model)
         evaluation = _Evaluation(model, coordinator, model_ref, (x, y, sample_weight),
                                  batch_size, steps, "steps")
-        cbs = _callbacks(callbacks, model, level, 1, evaluation.steps, False)
+        cbs = callbacks_for_run(callbacks, model, level, 1, evaluation.steps, False)
         logs = evaluation.run(cbs, in_fit=False)
     if return_dict:
         return logs

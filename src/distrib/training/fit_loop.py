@@ -29,6 +29,7 @@ from distrib import nest
 from distrib.errors import ScopeError, UsageError, explain
 from distrib.training import coordinated_fit
 from distrib.training.callbacks import CallbackList
+from distrib.training.callbacks.base import callbacks_for_run
 from distrib.training.class_weights import apply_class_weight, class_weight_table
 from distrib.training.data_adapter import (
     DataHandler,
@@ -200,16 +201,6 @@ def _verbose(verbose: int | str) -> int:
     return int(verbose)
 
 
-def _callbacks(callbacks: Any, model: Model, verbose: int, epochs: int, steps: int | None,
-               add_history: bool) -> CallbackList:
-    if isinstance(callbacks, CallbackList):
-        callbacks.set_model(model)
-        callbacks.set_params({"verbose": verbose, "epochs": epochs, "steps": steps})
-        return callbacks
-    return CallbackList(callbacks, add_history=add_history, add_progbar=verbose != 0,
-                        model=model, verbose=verbose, epochs=epochs, steps=steps)
-
-
 @contextlib.contextmanager
 def _mode(module: torch.nn.Module, training: bool) -> Iterator[None]:
     was = module.training
@@ -300,7 +291,7 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
             val_handler = DataHandler(*val, batch_size=vbs, steps_per_epoch=validation_steps,
                                       strategy=runner.strategy, fresh_each_epoch=True,
                                       float_dtype=runner.dtype)
-        cbs = _callbacks(callbacks, model, level, epochs, handler.steps_per_epoch, True)
+        cbs = callbacks_for_run(callbacks, model, level, epochs, handler.steps_per_epoch, True)
         plan = _BatchLogPlan(runner, cbs, handler.steps_per_epoch, "train")
         val_plan = _BatchLogPlan(runner, cbs, None, "test", in_fit=True) \
             if val_handler is not None else None
@@ -406,7 +397,7 @@ def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: i
         check_same_arrays(runner.strategy, {"x": x, "y": y, "sample_weight": sample_weight})
         handler = DataHandler(x, y, sample_weight, batch_size, steps, strategy=runner.strategy,
                               fresh_each_epoch=True, float_dtype=runner.dtype)
-        cbs = _callbacks(callbacks, model, level, 1, handler.steps_per_epoch, False)
+        cbs = callbacks_for_run(callbacks, model, level, 1, handler.steps_per_epoch, False)
         plan = _BatchLogPlan(runner, cbs, handler.steps_per_epoch, "test")
         logs = _test_loop(runner, runner.use(handler), cbs, plan)
     if return_dict:
@@ -460,7 +451,7 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
         check_same_arrays(runner.strategy, {"x": x})
         handler = DataHandler(x, None, None, batch_size, steps, strategy=runner.strategy,
                               fresh_each_epoch=True, float_dtype=runner.dtype)
-        cbs = _callbacks(callbacks, model, level, 1, handler.steps_per_epoch, False)
+        cbs = callbacks_for_run(callbacks, model, level, 1, handler.steps_per_epoch, False)
         runner.use(handler)
         cbs.on_predict_begin()
         outputs: list[Any] = []

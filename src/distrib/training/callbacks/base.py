@@ -32,7 +32,7 @@ import numpy as np
 
 from distrib.errors import InvalidTypeError, UsageError, explain
 
-__all__ = ["Callback", "CallbackList", "Logs", "should_print", "should_write"]
+__all__ = ["Callback", "CallbackList", "Logs", "callbacks_for_run", "should_print", "should_write"]
 
 Logs = dict[str, Any]
 
@@ -489,3 +489,23 @@ class CallbackList:
     def on_predict_end(self, logs: Logs | None = None) -> None:
         """Calls ``on_predict_end`` of every callback."""
         self._call("on_predict_end", logs=logs)
+
+
+def callbacks_for_run(callbacks: Any, model: Any, verbose: int, epochs: int,
+                      steps: int | None, add_history: bool) -> CallbackList:
+    """The ``CallbackList`` that ``fit``, ``evaluate`` or ``predict`` drives.
+
+    ``callbacks`` is a list (History and a progress bar are added as Keras adds them) or a
+    ``CallbackList`` the user built (given the model and the run's parameters).
+
+    Example::
+
+        cbs = callbacks_for_run([EarlyStopping()], model, 1, epochs=3, steps=10,
+                                add_history=True)
+    """
+    if isinstance(callbacks, CallbackList):
+        callbacks.set_model(model)
+        callbacks.set_params({"verbose": verbose, "epochs": epochs, "steps": steps})
+        return callbacks
+    return CallbackList(callbacks, add_history=add_history, add_progbar=verbose != 0,
+                        model=model, verbose=verbose, epochs=epochs, steps=steps)

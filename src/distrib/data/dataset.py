@@ -1,5 +1,8 @@
 """``distrib.data.Dataset``: the ``tf.data.Dataset`` API over torch tensors.
 
+Why one module over 500 lines: it is the method surface of ``tf.data.Dataset`` (each
+method a docstring and one call into transforms, sources or streams, where the work is).
+
 A dataset is an immutable description of a pipeline; iterating it (``for x in
 ds``) runs one *epoch*.  Random-access pipelines (see :mod:`distrib.data._plan`)
 are read by vectorised index gathers; others stream element by element.

@@ -1,5 +1,8 @@
 """Keras losses for PyTorch tensors: functions, classes, names and reductions.
 
+Why one module over 500 lines: it mirrors ``tf.keras.losses``, one short function and
+class per loss, so that every Keras loss name resolves in one place.
+
 Every loss has a function form returning one value per example
 (``sparse_categorical_crossentropy(y_true, y_pred)``) and a class form
 (``SparseCategoricalCrossentropy(from_logits=True)``) whose call reduces those

@@ -1,5 +1,9 @@
 """``distrib.Model``: Keras' ``compile``/``fit``/``evaluate``/``predict`` for any ``nn.Module``.
 
+Why one module over 500 lines: it is the whole public surface of Keras' ``Model`` class
+(each method a docstring and a call into fit_loop, on_batch, saving, model_io or
+model_state, where the work is); splitting the class would split that surface.
+
 A Model is a ``torch.nn.Module`` (as a Keras 3 model on the torch backend is):
 ``model.parameters()``, ``state_dict()``, ``.to()`` and hooks work.  It wraps a
 module — ``distrib.Model(net)`` — or is subclassed Keras-style, with layers as

@@ -8,7 +8,9 @@ with one thread TF's parameter-server runtime deadlocks), and trains with Keras-
 ParameterServerStrategy for two epochs of ``--steps`` steps; the second epoch is timed
 (from ``on_epoch_begin`` to ``on_epoch_end``, which waits for every step), so the
 per-fit set-up (sending the model and dataset to the workers, TF's tracing) is left
-out for both.  Then the cost of one closure round trip: ``coordinator.schedule`` of an
+out for both.  The driver also reads every task's CPU time (``/proc/<pid>/stat``) at the
+timed epoch's boundaries and shows CPU milliseconds per step in each process: on 2
+cores shared by 3 or 4 processes, CPU per step bounds the throughput more than latency.  Then the cost of one closure round trip: ``coordinator.schedule`` of an
 empty function followed by ``fetch()``, median over ``--roundtrips`` calls.
 
 TensorFlow runs from the scratch environment ``/work/tfvenv`` (``--tf-python``), with
@@ -50,6 +52,20 @@ def _report(**values: Any) -> None:
     print("RESULT " + json.dumps(values), flush=True)
 
 
+def _mark(marks: list[float], what: str, epoch: int) -> None:
+    """Time an epoch boundary; the driver reads every task's CPU time at the timed epoch's."""
+    marks.append(time.perf_counter())
+    if epoch == 1:
+        print(f"MARK {what}", flush=True)
+        sys.stdin.readline()  # the driver has read the CPU times
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _empty() -> None:
     return None
 
@@ -73,8 +89,8 @@ def task_distrib(args: argparse.Namespace) -> None:
                       loss=distrib.losses.SparseCategoricalCrossentropy(from_logits=True))
     marks: list[float] = []
     timer = distrib.callbacks.LambdaCallback(
-        on_epoch_begin=lambda e, logs: marks.append(time.perf_counter()),
-        on_epoch_end=lambda e, logs: marks.append(time.perf_counter()))
+        on_epoch_begin=lambda e, logs: _mark(marks, "begin", e),
+        on_epoch_end=lambda e, logs: _mark(marks, "end", e))
     model.fit(ds, epochs=2, steps_per_epoch=args.steps, verbose=0, callbacks=[timer])
     coordinator = ClusterCoordinator(strategy)
     times = []
@@ -112,8 +128,8 @@ def task_tensorflow(args: argparse.Namespace) -> None:
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     marks: list[float] = []
     timer = tf.keras.callbacks.LambdaCallback(
-        on_epoch_begin=lambda e, logs: marks.append(time.perf_counter()),
-        on_epoch_end=lambda e, logs: marks.append(time.perf_counter()))
+        on_epoch_begin=lambda e, logs: _mark(marks, "begin", e),
+        on_epoch_end=lambda e, logs: _mark(marks, "end", e))
     model.fit(ds, epochs=2, steps_per_epoch=args.steps, verbose=0, callbacks=[timer])
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
 
@@ -162,9 +178,22 @@ def run_cluster(kind: str, workers: int, args: argparse.Namespace) -> dict[str, 
                    str(args.steps), "--roundtrips", str(args.roundtrips),
                    "--tf-inter-op", str(args.tf_inter_op)]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
+                                          stderr=subprocess.PIPE, text=True,
+                                          stdin=subprocess.PIPE if job == "chief" else None))
     chief = procs[0]
+    names = [f"{job}:{i}" for job, addresses in cluster.items() for i in range(len(addresses))]
+    cpu: dict[str, float] = {}
     try:
+        assert chief.stdout is not None and chief.stdin is not None
+        for line in chief.stdout:  # MARK begin / MARK end of the timed epoch
+            if line.startswith("MARK "):
+                sign = -1.0 if line.strip() == "MARK begin" else 1.0
+                for name, p in zip(names, procs):
+                    cpu[name] = cpu.get(name, 0.0) + sign * _cpu_seconds(p.pid)
+                chief.stdin.write("\n")
+                chief.stdin.flush()
+                if sign > 0:
+                    break
         out, err = chief.communicate(timeout=1200)
     finally:
         for p in procs[1:]:
@@ -176,7 +205,9 @@ def run_cluster(kind: str, workers: int, args: argparse.Namespace) -> dict[str, 
             p.communicate()
     for line in out.splitlines():
         if line.startswith("RESULT "):
-            return dict(json.loads(line[7:]))
+            result = dict(json.loads(line[7:]))
+            result["cpu_ms_per_step"] = {k: v * 1e3 / args.steps for k, v in cpu.items()}
+            return result
     raise RuntimeError(f"{kind} with {workers} workers produced no result:\n{err[-3000:]}")
 
 
@@ -219,6 +250,7 @@ def main() -> None:
                 for kind in ("distrib", "tensorflow") if with_tf else ("distrib",):
                     runs[kind].append(run_cluster(kind, workers, args))
             samples = args.steps * BATCH
+            best = {k: min(v, key=lambda r: r["seconds"]) for k, v in runs.items() if v}
             ours = max(samples / r["seconds"] for r in runs["distrib"])
             ours_rt = min(r["roundtrip_us"] for r in runs["distrib"])
             row: dict[str, Any] = {"workers": workers, "ps": 1, "steps": args.steps,
@@ -228,10 +260,15 @@ def main() -> None:
                 tf_rate = max(samples / r["seconds"] for r in runs["tensorflow"])
                 row.update(tf_samples_per_s=tf_rate, ratio=ours / tf_rate,
                            tf_roundtrip_us=min(r["roundtrip_us"] for r in runs["tensorflow"]))
+            row["cpu_ms_per_step"] = {k: r["cpu_ms_per_step"] for k, r in best.items()}
             rows.append(row)
             print(f"{workers:7d} {ours:10.0f} {row.get('tf_samples_per_s', 0):8.0f} "
                   f"{row.get('ratio', 0):6.2f} {ours_rt:14.0f} "
                   f"{row.get('tf_roundtrip_us', 0):9.0f}", flush=True)
+            for kind, per_task in row["cpu_ms_per_step"].items():
+                print(f"        CPU ms/step, {kind}: " + ", ".join(
+                    f"{k} {v:.2f}" for k, v in per_task.items()) +
+                    f" (sum {sum(per_task.values()):.2f})", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

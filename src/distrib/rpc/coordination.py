@@ -104,6 +104,7 @@ class ClusterClient:
         self._stop = threading.Event()
         self._beats: threading.Thread | None = None
         self._reached: set[str] = set()  # tasks that answered during this session
+        self._joins = 0
 
     # ------------------------------------------------------------- sessions
     def _hello(self, client: RpcClient) -> str:
@@ -198,7 +199,16 @@ class ClusterClient:
 
     def _envelope(self, index: int, blob: bytes, seq: int | None = None) -> bytes:
         return wire.encode({"incarnation": self._incarnations[index], "blob": blob,
-                            "seq": seq})
+                            "seq": seq, "gen": self.generation})
+
+    @property
+    def generation(self) -> int:
+        """Changes when the chief wrote variables or joined: workers then pull before a closure."""
+        return self.variables.writes + self._joins
+
+    def joined(self) -> None:
+        """Every scheduled closure finished: the next closure on each worker pulls first."""
+        self._joins += 1
 
     def _reply(self, index: int, reply: bytes) -> Any:
         answer = wire.decode(reply)

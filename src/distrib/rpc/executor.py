@@ -14,7 +14,8 @@ authenticated over their whole body:
     per-worker object ``rid`` (a restarted worker gets them all again, so its
     iterators start from the beginning, as in TensorFlow);
 ``Run``
-    ``{"fn", "args", "kwargs"}``: pull the variables that changed, run the
+    ``{"fn", "args", "kwargs"}``: pull the variables that changed (unless the previous
+    closure's push already brought them back, see :meth:`ClosureExecutor._refresh`), run the
     function (``optimizer.step()`` pushes gradients), add what it changed in place
     to the variables (running statistics, ``add_``), and answer ``{"ok": result}`` — or
     ``{"error": {...}}`` with the exception's type, message, traceback and the
@@ -90,6 +91,7 @@ class ClosureExecutor:
         self._lock = threading.Lock()
         self._order = threading.Condition()
         self._next_seq = 0
+        self._generation: Any = None
         self.incarnation = uuid.uuid4().hex
         self.resources: dict[int, Any] = {}
         self.optimizer_ids: dict[int, int] = {}
@@ -146,7 +148,7 @@ class ClosureExecutor:
             self._next_seq = max(self._next_seq, seq + 1)
             self._order.notify_all()
 
-    def _run_guarded(self, body: bytes, work: Callable[[bytes], Any]) -> bytes:
+    def _run_guarded(self, body: bytes, work: Callable[[dict[str, Any]], Any]) -> bytes:
         envelope = wire.decode(body)
         if envelope["incarnation"] != self.incarnation:
             return wire.encode({"restarted": True})
@@ -157,12 +159,13 @@ class ClosureExecutor:
         finally:
             self._done_turn(seq)
 
-    def _run_locked(self, envelope: dict[str, Any], work: Callable[[bytes], Any]) -> bytes:
+    def _run_locked(self, envelope: dict[str, Any], work: Callable[[dict[str, Any]], Any]
+                    ) -> bytes:
         with self._lock:
             _current.index = self.worker_index
             try:
                 with self._context():
-                    return wire.encode({"ok": work(envelope["blob"])})
+                    return wire.encode({"ok": work(envelope)})
             except BaseException as exc:  # noqa: BLE001 - every failure goes to the chief
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
@@ -171,8 +174,8 @@ class ClosureExecutor:
                 _current.index = None
 
     def _install(self, body: bytes, caller: str) -> bytes:
-        def work(blob: bytes) -> None:
-            request = pickling.loads(blob, self._resolve)
+        def work(envelope: dict[str, Any]) -> None:
+            request = pickling.loads(envelope["blob"], self._resolve)
             value = request["fn"](*request["args"])
             self.resources[request["rid"]] = value
             if isinstance(value, torch.optim.Optimizer):
@@ -180,16 +183,29 @@ class ClosureExecutor:
         return self._run_guarded(body, work)
 
     def _run(self, body: bytes, caller: str) -> bytes:
-        def work(blob: bytes) -> Any:
-            request = pickling.loads(blob, self._resolve)
-            if self.variables.placements:
-                self.variables.pull()
+        def work(envelope: dict[str, Any]) -> Any:
+            request = pickling.loads(envelope["blob"], self._resolve)
+            self._refresh(envelope.get("gen"))
             result = request["fn"](*request["args"], **request["kwargs"])
             changes = self.variables.local_changes()
             if changes:
                 self.variables.add(changes)
             return result
         return self._run_guarded(body, work)
+
+    def _refresh(self, generation: Any) -> None:
+        """Pull the variables that changed, unless the previous closure's push brought them.
+
+        A push answers with every variable's value as of that update, so a closure that
+        follows a pushing one starts from those values, as fresh as a pull would have made
+        them then; the chief's ``generation`` changes when it wrote variables itself or
+        joined, and then the closure pulls.
+        """
+        variables = self.variables
+        if variables.placements and not (variables.fresh and generation == self._generation):
+            variables.pull()
+        self._generation = generation
+        variables.fresh = False
 
     # ------------------------------------------------------------ optimizers
     def push_gradients(self, optimizer: torch.optim.Optimizer) -> None:

@@ -97,18 +97,23 @@ class VariableStore:
         return {"values": self._values(stale)}
 
     def _push(self, request: dict[str, Any]) -> dict[str, Any]:
-        entry = self.optimizers.get(request["opt"])
-        if entry is None:
-            raise UsageError(explain("optimizer id", request["opt"], "is unknown to this ps",
-                                     "let the chief register the optimizer first"))
         sids = [sid for sid, _ in request["grads"]]
-        for sid, grad in request["grads"]:
-            self._shard(sid).grad = grad
-        entry.opt.step()
-        for sid in sids:
-            self.shards[sid].grad = None
-            self.versions[sid] += 1
-        return {"values": self._values(sids)}
+        if sids:
+            entry = self.optimizers.get(request["opt"])
+            if entry is None:
+                raise UsageError(explain("optimizer id", request["opt"], "is unknown to this ps",
+                                         "let the chief register the optimizer first"))
+            for sid, grad in request["grads"]:
+                self._shard(sid).grad = grad
+            entry.opt.step()
+            for sid in sids:
+                self.shards[sid].grad = None
+                self.versions[sid] += 1
+        stale = [sid for sid, version in request.get("have", ())
+                 if self.versions.get(sid) != version]
+        for sid in stale:
+            self._shard(sid)
+        return {"values": self._values(sids + stale)}
 
     def _assign(self, request: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
@@ -190,6 +195,11 @@ class VariableClient:
         self.versions: dict[int, int] = {}
         self._shards: dict[int, tuple[int, Shard]] = {}  # shard id -> (variable id, shard)
         self._by_tensor: dict[int, int] = {}  # id(local tensor) -> variable id
+        #: Every local tensor was refreshed by the last pull or push (cleared by the user of
+        #: the client when it starts something that must see newer values).
+        self.fresh = False
+        #: Writes made through this client (create, assign, add): a change to compare.
+        self.writes = 0
 
     def track(self, placement: VariablePlacement, tensor: torch.Tensor) -> None:
         """Keep ``tensor`` (the full variable) in sync with ``placement``'s shards."""
@@ -207,6 +217,7 @@ class VariableClient:
         for table in (self.placements, self.local, self.versions, self._shards,
                       self._by_tensor, self._clean):
             table.clear()
+        self.fresh = False
 
     def variable_id(self, tensor: torch.Tensor) -> int | None:
         """The id of the variable ``tensor`` is the local copy of (None: not a variable)."""
@@ -219,9 +230,14 @@ class VariableClient:
         return out
 
     def _call_all(self, method: str, bodies: dict[int, Any]) -> list[Any]:
+        # The first task's call blocks while the others run: a gRPC future costs a thread
+        # start per call on an idle channel, so one ps task (the common case) uses none.
+        items = list(bodies.items())
         waits: list[Callable[[], bytes]] = [
-            self.ps[task].future(method, wire.encode(body)) for task, body in bodies.items()]
-        return [wire.decode(wait()) for wait in waits]
+            self.ps[task].future(method, wire.encode(body)) for task, body in items[1:]]
+        first = [wire.decode(self.ps[task].call(method, wire.encode(body)))
+                 for task, body in items[:1]]
+        return first + [wire.decode(wait()) for wait in waits]
 
     def _apply(self, replies: list[Any]) -> None:
         with torch.no_grad():
@@ -240,20 +256,35 @@ class VariableClient:
         self._call_all("Create", {t: {"shards": v} for t, v in self._by_task(items).items()})
         for s in placement.shards:
             self.versions[s.id] = 1
+        self.writes += 1
 
     def pull(self, var_ids: Sequence[int] | None = None) -> None:
         """Refresh the local tensors of ``var_ids`` (default: all) whose shards changed."""
+        if var_ids is None:
+            self.fresh = True
         ids = self.placements if var_ids is None else var_ids
         items = [(s, self.versions.get(s.id, 0)) for v in ids for s in self.placements[v].shards]
         self._apply(self._call_all("Pull", {t: {"have": h}
                                             for t, h in self._by_task(items).items()}))
 
     def push(self, opt_id: int, grads: dict[int, torch.Tensor]) -> None:
-        """Apply ``grads`` (variable id -> full gradient) with optimizer ``opt_id``; pull back."""
+        """Apply ``grads`` (variable id -> full gradient) with optimizer ``opt_id``; pull back.
+
+        The same call pulls every other tracked variable that changed, so afterwards every
+        local tensor holds the value on its ``ps`` as of this update (:attr:`fresh`).
+        """
         items = [(s, _rows(g, s).detach().cpu()) for vid, g in grads.items()
                  for s in self.placements[vid].shards]
-        self._apply(self._call_all("Push", {t: {"opt": opt_id, "grads": g}
-                                            for t, g in self._by_task(items).items()}))
+        bodies: dict[int, dict[str, Any]] = {
+            t: {"opt": opt_id, "grads": g, "have": []} for t, g in self._by_task(items).items()}
+        pushed = {s.id for s, _ in items}
+        for sid, (_, shard) in self._shards.items():
+            if sid not in pushed:
+                bodies.setdefault(shard.task, {"opt": opt_id, "grads": [], "have": []})[
+                    "have"].append([sid, self.versions.get(sid, 0)])
+        self._apply(self._call_all("Push", bodies))
+        self.fresh = True
+        self.writes += 1
 
     def push_optimizer(self, opt_id: int, optimizer: torch.optim.Optimizer) -> None:
         """Push the gradients of ``optimizer``'s variables (optimizer ``opt_id`` on the ps); clear them."""
@@ -281,12 +312,14 @@ class VariableClient:
                  for s in self.placements[vid].shards]
         self._apply(self._call_all("Add", {t: {"deltas": d}
                                            for t, d in self._by_task(items).items()}))
+        self.writes += 1
 
     def assign(self, values: dict[int, torch.Tensor]) -> None:
         """Overwrite variables (variable id -> full value) on their ``ps`` tasks."""
         items = [(s, _rows(v, s).detach().cpu()) for vid, v in values.items()
                  for s in self.placements[vid].shards]
         self._call_all("Assign", {t: {"values": v} for t, v in self._by_task(items).items()})
+        self.writes += 1
         for vid, v in values.items():
             with torch.no_grad():
                 self.local[vid].copy_(v)

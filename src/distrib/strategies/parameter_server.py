@@ -272,8 +272,10 @@ class ParameterServerStrategyExtended(StrategyExtended):
 
     def refresh(self) -> None:
         """Copy the current values of every variable into the chief's modules."""
-        if self._cluster is not None and self._cluster.variables.placements:
-            self._cluster.variables.pull()
+        if self._cluster is not None:
+            self._cluster.joined()
+            if self._cluster.variables.placements:
+                self._cluster.variables.pull()
 
     # ------------------------------------------------------------ optimizers
     def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:

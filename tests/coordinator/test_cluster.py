@@ -41,6 +41,13 @@ def test_coordinator_semantics_match_tensorflow(tmp_path: Path) -> None:
     assert report["done_after_error"] is True  # the error was raised once, then cleared
     assert "RemoteValue` used as an input to scheduled function" in report["remote_value_arg"]
     assert report["structure"] == [[1.0, 1.0], 3, "Tensor"]
+    # A function hanging on a live worker: TimeoutError naming both, after the timeout
+    # (4 s), while the worker still answers; the other worker takes the next functions.
+    error = report["hang_error"]
+    assert "hang" in error and "closure timeout (4 s)" in error
+    hung = int(error.split(" on worker:")[1][0])
+    assert report["after_hang_workers"] == [1 - hung]
+    assert report["hang_seconds"] >= 4
 
 
 def test_fit_and_evaluate_follow_tensorflow_rules(tmp_path: Path) -> None:

@@ -22,13 +22,13 @@ TIMEOUT = 240
 class Cluster:
     """The tasks of a local cluster, each startable again; the chief's stdout read by line."""
 
-    def __init__(self, tmp_path: Path, max_epochs: int) -> None:
+    def __init__(self, tmp_path: Path, max_epochs: int, timeout: float = 10) -> None:
         self.cluster = localhost_cluster(chief=1, worker=2, ps=1)
         self.report = tmp_path / "report.json"
         self.ckpt = tmp_path / "ckpt"
         self.ckpt.mkdir(exist_ok=True)
         self.args = [str(PROGRAMS / "faults.py"), str(self.report), str(self.ckpt),
-                     str(max_epochs)]
+                     str(max_epochs), str(timeout)]
         self.tmp = tmp_path
         self.procs: dict[str, subprocess.Popen[str]] = {}
 
@@ -125,3 +125,28 @@ def test_a_lost_chief_stops_the_workers_and_ps_with_an_error_naming_it(
         assert cluster.wait(name) != 0
         assert "Lost task chief:0" in cluster.stderr(name)
     assert time.monotonic() - killed < 10 + 15
+
+
+def test_a_chief_killed_alone_and_restarted_resumes_from_its_checkpoint(
+        tmp_path: Path) -> None:
+    # TensorFlow's model: workers and ps keep serving; a new coordinator program
+    # re-creates the variables on the ps and restores the latest checkpoint.  Here the
+    # restarted chief must come back within the communication timeout (30 s), or the
+    # workers and ps stop, naming it.
+    cluster = Cluster(tmp_path, max_epochs=4, timeout=30)
+    try:
+        cluster.start_all()
+        cluster.wait_chief_line("epoch 1 ")            # the checkpoint of epoch 1 is written
+        os.kill(cluster.procs["chief:0"].pid, signal.SIGKILL)
+        cluster.wait("chief:0")
+        cluster.start("chief:0")                       # the chief alone, a new process
+        assert cluster.wait("chief:0") == 0, cluster.stderr("chief:0")
+        report = json.loads(cluster.report.read_text())
+        assert report["resumed_from"] >= 2             # epochs 0 and 1 are not run again
+        assert report["epochs"] == 4 - report["resumed_from"]
+        assert report["steps"] == report["epochs"] * 16
+        assert report["processes"] == 2                # the same worker processes served it
+        for name in ("worker:0", "worker:1", "ps:0"):
+            assert cluster.wait(name) == 0, cluster.stderr(name)
+    finally:
+        cluster.stop()

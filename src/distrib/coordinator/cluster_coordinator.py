@@ -11,6 +11,9 @@ record the result in the closure's :class:`RemoteValue`.  TensorFlow's rules:
 * the first error raised by a closure is raised by the next ``schedule``, ``join`` or
   ``done``, and then forgotten; closures still queued at that moment are cancelled
   (their ``fetch`` raises ``CancelledError``);
+* a function that runs past ``closure_timeout`` on a worker that still answers fails
+  with ``TimeoutError`` naming the worker and the function; that worker gets no other
+  closure until it returns (the others carry on);
 * a lost ``ps`` task is fatal: the next ``schedule``/``join``/``done`` raises
   :class:`~distrib.errors.PeerLostError` naming it, within the communication
   timeout; so is losing every worker for longer than the timeout.
@@ -41,6 +44,7 @@ from distrib.coordinator.values import (
     make_dataset,
 )
 from distrib.errors import InvalidTypeError, PeerLostError, UsageError, explain
+from distrib.rpc.coordination import WorkerBusyError
 from distrib.rpc.executor import current_worker_index
 from distrib.strategies.parameter_server import ParameterServerStrategyExtended
 
@@ -49,6 +53,9 @@ __all__ = ["ClusterCoordinator", "experimental_get_current_worker_index"]
 _COORDINATORS: weakref.WeakKeyDictionary[Any, ClusterCoordinator] = \
     weakref.WeakKeyDictionary()
 _RECONNECT_SECONDS = 2.0
+#: The default ``closure_timeout``: a function still running on a worker after 30 minutes
+#: is taken for hung (a training step takes milliseconds to seconds).
+CLOSURE_TIMEOUT = 1800.0
 #: Closures sent to a worker at once: while it runs one, the next is already there, so the
 #: round trip to the chief is hidden (the worker still runs one at a time, in order).
 _SLOTS_PER_WORKER = 2
@@ -139,17 +146,30 @@ class ClusterCoordinator:
 
     Args:
         strategy: a :class:`distrib.ParameterServerStrategy` (on its chief).
+        closure_timeout: seconds a scheduled function may take on a worker (distrib; TF
+            has no limit).  One that takes longer on a worker that still answers fails
+            with ``TimeoutError`` naming the worker and the function (raised by the next
+            ``schedule``/``join``, like any error of a function), and that worker gets no
+            other function until it returns.  Default 1800; None: no limit.
     """
 
-    def __new__(cls, strategy: Any) -> ClusterCoordinator:
+    def __new__(cls, strategy: Any, closure_timeout: float | None = CLOSURE_TIMEOUT
+                ) -> ClusterCoordinator:
         existing = _COORDINATORS.get(strategy)
         if existing is not None:
             return existing
         return super().__new__(cls)
 
-    def __init__(self, strategy: Any) -> None:
+    def __init__(self, strategy: Any, closure_timeout: float | None = CLOSURE_TIMEOUT) -> None:
         if _COORDINATORS.get(strategy) is self:
             return
+        if closure_timeout is not None and (
+                isinstance(closure_timeout, bool) or not isinstance(closure_timeout, (int, float))
+                or not closure_timeout > 0):
+            raise UsageError(explain("closure_timeout", closure_timeout, "must be a positive "
+                                     "number of seconds, or None for no limit",
+                                     "pass e.g. closure_timeout=600"))
+        self._closure_timeout = None if closure_timeout is None else float(closure_timeout)
         ext = getattr(strategy, "extended", None)
         if not isinstance(ext, ParameterServerStrategyExtended):
             raise UsageError(explain(
@@ -194,12 +214,15 @@ class ClusterCoordinator:
             if closure is None:
                 continue
             try:
-                result = self._ext.run_closure(index, closure.blob, seq)
+                result = self._ext.run_closure(index, closure.blob, seq, self._closure_timeout)
             except PeerLostError as exc:
                 if exc.lost == [self._ext.worker_name(index)]:
-                    self._down_since[index] = time.monotonic()
+                    if self._down_since[index] is None:
+                        self._down_since[index] = time.monotonic()
                     connected = False
                     self._queue.put_back(closure)  # another worker runs it (at least once)
+                    if isinstance(exc, WorkerBusyError):  # it answers: ask again later
+                        self._stop.wait(_RECONNECT_SECONDS)
                     continue
                 closure.result._set_error(exc)
                 self._queue.failed(exc)

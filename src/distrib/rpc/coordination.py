@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import builtins
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -36,7 +37,17 @@ from distrib.rpc.service import HEARTBEAT_SECONDS
 from distrib.rpc.transport import RpcClient
 from distrib.rpc.variables import VariableClient
 
-__all__ = ["ClusterClient", "remote_exception"]
+__all__ = ["ClusterClient", "WorkerBusyError", "remote_exception"]
+
+_FOREVER = 365 * 24 * 3600.0
+
+
+class WorkerBusyError(PeerLostError):
+    """A worker still runs a closure past its timeout: it takes no other closure meanwhile.
+
+    Like a lost worker (``lost == ["worker:i"]``), except that it answers: the closure
+    that got this error did not run there and goes back to the queue.
+    """
 
 _BUILTIN_ERRORS = {name: getattr(builtins, name) for name in (
     "ValueError", "TypeError", "RuntimeError", "KeyError", "IndexError", "ZeroDivisionError",
@@ -197,9 +208,10 @@ class ClusterClient:
                                                code=True, timeout=None))
                 self._installed[index] += 1
 
-    def _envelope(self, index: int, blob: bytes, seq: int | None = None) -> bytes:
+    def _envelope(self, index: int, blob: bytes, seq: int | None = None,
+                  deadline: float | None = None) -> bytes:
         return wire.encode({"incarnation": self._incarnations[index], "blob": blob,
-                            "seq": seq, "gen": self.generation})
+                            "seq": seq, "gen": self.generation, "deadline": deadline})
 
     @property
     def generation(self) -> int:
@@ -212,26 +224,66 @@ class ClusterClient:
 
     def _reply(self, index: int, reply: bytes) -> Any:
         answer = wire.decode(reply)
+        client = self.workers[index]
         if answer.get("restarted"):
-            client = self.workers[index]
             raise PeerLostError(f"Lost task {client.task}: it restarted (a new process at "
                                 f"{client.address}) and must be sent its objects again.",
                                 lost=[client.task])
+        if "busy" in answer or answer.get("expired"):
+            busy = answer.get("busy") or {"fn": "?", "seconds": 0.0}
+            raise WorkerBusyError(
+                f"{client.task} is still running {busy['fn']} ({busy['seconds']:.0f} s, past "
+                "the closure timeout): it gets no closure until that one ends.",
+                lost=[client.task])
         if "error" in answer:
             raise remote_exception(answer["error"], self.workers[index].task)
         return answer["ok"]
 
-    def run(self, index: int, blob: bytes, seq: int | None = None) -> Any:
+    def run(self, index: int, blob: bytes, seq: int | None = None,
+            timeout: float | None = None) -> Any:
         """Run a pickled closure on worker ``index`` (``seq``: its :meth:`ticket`); returns its result.
+
+        ``timeout`` (seconds, None: no limit) bounds the wait for the closure's result.
 
         Raises:
             PeerLostError: the worker (``lost == ["worker:i"]``) or a ``ps`` it used is lost.
+            WorkerBusyError: the worker is still running an earlier closure past its
+                timeout (this closure did not run; send it elsewhere).
+            TimeoutError: this closure ran longer than ``timeout`` on a worker that
+                still answers; the message names the worker and the function.
             Exception: what the closure raised, rebuilt by :func:`remote_exception`.
         """
         self._install_all(index)
         client = self.workers[index]
-        return self._reply(index, client.call("Run", self._envelope(index, blob, seq),
-                                              code=True, timeout=365 * 24 * 3600.0))
+        envelope = self._envelope(index, blob, seq, timeout)
+        start = time.monotonic()
+        try:
+            reply = client.call("Run", envelope, code=True,
+                                timeout=_FOREVER if timeout is None else timeout)
+        except PeerLostError:
+            if timeout is None or time.monotonic() - start < timeout:
+                raise  # gone, not late
+            running = self._running(index)  # raises PeerLostError if the worker is gone
+        else:
+            return self._reply(index, reply)
+        if running is None or running["seq"] != seq:
+            raise WorkerBusyError(f"{client.task} did not start this closure within the closure "
+                                  f"timeout ({timeout:g} s): an earlier one still runs there.",
+                                  lost=[client.task])
+        raise TimeoutError(errors.explain(
+            "closure", f"{running['fn']} on {client.task}", f"ran for more than the closure "
+            f"timeout ({timeout:g} s) and has not returned: the worker still answers, so the "
+            "function itself hangs or is slower than the timeout allows; the worker gets no "
+            "closure until it returns",
+            "find what the function waits for (a lock, a queue, a remote call), or raise "
+            "ClusterCoordinator(strategy, closure_timeout=...) (None: no limit)"))
+
+    def _running(self, index: int) -> dict[str, Any] | None:
+        client = self.workers[index]
+        reply = wire.decode(client.call("Status", wire.encode({}),
+                                        timeout=min(self.timeout, 10.0)))
+        running: dict[str, Any] | None = reply["running"]
+        return running
 
     # ------------------------------------------------------------- shutdown
     def shutdown(self) -> None:

@@ -6,8 +6,8 @@ since (a new process at the same address, without the objects) answers
 
 A worker holds what the chief sends it, in order: modules (their parameters become
 local tensors that track the variables on the ``ps`` tasks), optimizers, per-worker
-datasets and iterators, functions.  Two methods, both carrying code and therefore
-authenticated over their whole body:
+datasets and iterators, functions.  Two methods carry code and are therefore
+authenticated over their whole body; ``Status`` carries data:
 
 ``Install``
     ``{"rid", "fn", "args"}``: run ``fn(*args)`` once and keep the result as
@@ -19,7 +19,12 @@ authenticated over their whole body:
     function (``optimizer.step()`` pushes gradients), add what it changed in place
     to the variables (running statistics, ``add_``), and answer ``{"ok": result}`` — or
     ``{"error": {...}}`` with the exception's type, message, traceback and the
-    tasks it found lost.  One closure runs at a time.
+    tasks it found lost.  One closure runs at a time.  With the chief's ``deadline``
+    (the coordinator's closure timeout): while a closure runs past it, new closures
+    are answered ``{"busy": {...}}`` at once (the chief sends them elsewhere), and a
+    closure that waited past it is answered ``{"expired": true}`` without running;
+``Status``
+    data: ``{"running": {"seq", "fn", "seconds"}}`` of the closure running now, or None.
 
 Example::
 
@@ -30,6 +35,7 @@ Example::
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable
@@ -92,13 +98,33 @@ class ClosureExecutor:
         self._order = threading.Condition()
         self._next_seq = 0
         self._generation: Any = None
+        #: (seq, function name, start, deadline) of the closure running now
+        self._running: tuple[int | None, str, float, float | None] | None = None
         self.incarnation = uuid.uuid4().hex
         self.resources: dict[int, Any] = {}
         self.optimizer_ids: dict[int, int] = {}
 
     def handlers(self) -> dict[str, Handler]:
         """The worker's RPC methods."""
-        return {"Install": self._install, "Run": self._run}
+        return {"Install": self._install, "Run": self._run, "Status": self._status}
+
+    def _status(self, body: bytes, caller: str) -> bytes:
+        """The closure running now: ``{"running": {"seq", "fn", "seconds"} or None}``."""
+        running = self._running
+        if running is None:
+            return wire.encode({"running": None})
+        seq, fn, since, _ = running
+        return wire.encode({"running": {"seq": seq, "fn": fn,
+                                        "seconds": time.monotonic() - since}})
+
+    def _overdue(self) -> dict[str, Any] | None:
+        """The running closure, if it has run past the deadline the chief gave it."""
+        running = self._running
+        if running is None or running[3] is None:
+            return None
+        seq, fn, since, deadline = running
+        seconds = time.monotonic() - since
+        return {"seq": seq, "fn": fn, "seconds": seconds} if seconds > deadline else None
 
     def reset(self) -> None:
         """Forget every object of the previous chief session."""
@@ -149,12 +175,19 @@ class ClosureExecutor:
             self._order.notify_all()
 
     def _run_guarded(self, body: bytes, work: Callable[[dict[str, Any]], Any]) -> bytes:
+        arrived = time.monotonic()
         envelope = wire.decode(body)
         if envelope["incarnation"] != self.incarnation:
             return wire.encode({"restarted": True})
+        overdue = self._overdue()
+        if overdue is not None:  # a closure hangs here: the chief sends this one elsewhere
+            return wire.encode({"busy": overdue})
         seq = envelope.get("seq")
         self._wait_turn(seq)
         try:
+            deadline = envelope.get("deadline")
+            if deadline is not None and time.monotonic() - arrived > deadline:
+                return wire.encode({"expired": True})  # the chief gave up on it: not run
             return self._run_locked(envelope, work)
         finally:
             self._done_turn(seq)
@@ -185,11 +218,17 @@ class ClosureExecutor:
     def _run(self, body: bytes, caller: str) -> bytes:
         def work(envelope: dict[str, Any]) -> Any:
             request = pickling.loads(envelope["blob"], self._resolve)
-            self._refresh(envelope.get("gen"))
-            result = request["fn"](*request["args"], **request["kwargs"])
-            changes = self.variables.local_changes()
-            if changes:
-                self.variables.add(changes)
+            fn = request["fn"]
+            name = getattr(fn, "__qualname__", None) or type(fn).__name__
+            self._running = (envelope.get("seq"), name, time.monotonic(), envelope.get("deadline"))
+            try:
+                self._refresh(envelope.get("gen"))
+                result = fn(*request["args"], **request["kwargs"])
+                changes = self.variables.local_changes()
+                if changes:
+                    self.variables.add(changes)
+            finally:
+                self._running = None
             return result
         return self._run_guarded(body, work)
 

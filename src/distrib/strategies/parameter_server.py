@@ -371,12 +371,14 @@ class ParameterServerStrategyExtended(StrategyExtended):
         """Worker ``index``'s next position in dispatch order (see :meth:`run_closure`)."""
         return self._chief().ticket(index)
 
-    def run_closure(self, index: int, closure: bytes, seq: int | None = None) -> Any:
+    def run_closure(self, index: int, closure: bytes, seq: int | None = None,
+                    timeout: float | None = None) -> Any:
         """Run a :meth:`pack_closure` result on worker ``index``; returns its result.
 
-        ``seq``, a :meth:`ticket`, makes the worker run closures in dispatch order.
+        ``seq``, a :meth:`ticket`, makes the worker run closures in dispatch order;
+        ``timeout`` bounds the wait for the result (see :meth:`ClusterClient.run`).
         """
-        return self._chief().run(index, closure, seq)
+        return self._chief().run(index, closure, seq, timeout)
 
     def check_cluster(self) -> None:
         """Raise the error of a lost ``ps`` task, if any."""

@@ -1,6 +1,6 @@
 """A training loop that the failure tests disturb (run on every task).
 
-argv: report.json checkpoint_dir max_epochs
+argv: report.json checkpoint_dir max_epochs [communication timeout, default 10 s]
 The chief prints ``epoch <n> pids <k>`` after every epoch, checkpoints the model
 (atomically) and resumes from the latest checkpoint when restarted; it stops after
 ``max_epochs`` epochs, or once three worker processes (two, then a restarted one)
@@ -27,8 +27,9 @@ STEPS = 16
 
 def main() -> None:
     report, ckpt_dir, max_epochs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+    timeout = float(sys.argv[4]) if len(sys.argv) > 4 else 10.0
     strategy = distrib.ParameterServerStrategy(
-        communication_options=distrib.CommunicationOptions(timeout_seconds=10))
+        communication_options=distrib.CommunicationOptions(timeout_seconds=timeout))
     torch.manual_seed(0)
     with strategy.scope():
         net = nn.Linear(20, 2)

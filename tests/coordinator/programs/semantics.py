@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import torch
 from torch import nn
 
 import distrib
 from distrib.coordinator import ClusterCoordinator, experimental_get_current_worker_index
+
+HANG_TIMEOUT = 4.0  # closure_timeout: every other function here takes milliseconds
 
 
 class TwoVariables(nn.Module):
@@ -27,7 +30,7 @@ def main() -> None:
     out: dict[str, object] = {}
     with strategy.scope():
         v = TwoVariables()
-    coordinator = ClusterCoordinator(strategy)
+    coordinator = ClusterCoordinator(strategy, closure_timeout=HANG_TIMEOUT)
     out["same_coordinator"] = ClusterCoordinator(strategy) is coordinator
 
     def worker_fn() -> torch.Tensor:  # TF's docstring example
@@ -76,8 +79,28 @@ def main() -> None:
     rv = coordinator.schedule(lambda: {"a": torch.ones(2), "b": 3})
     value = rv.fetch()
     out["structure"] = [value["a"].tolist(), value["b"], type(rv.get()["a"]).__name__]
+    hang_on_live_worker(coordinator, out)
     Path = __import__("pathlib").Path
     Path(sys.argv[1]).write_text(json.dumps(out))
+
+
+def hang_on_live_worker(coordinator: ClusterCoordinator, out: dict[str, object]) -> None:
+    """A function that hangs past the closure timeout: named in the error; the other worker
+    runs what comes next while the hung one is busy."""
+    def hang() -> int:
+        time.sleep(HANG_TIMEOUT + 3)  # ends, so that the worker can exit with the cluster
+        return experimental_get_current_worker_index()
+
+    started = time.monotonic()
+    coordinator.schedule(hang)
+    try:
+        coordinator.join()
+    except TimeoutError as exc:
+        out["hang_error"] = str(exc)
+    out["hang_seconds"] = time.monotonic() - started
+    after = [coordinator.schedule(experimental_get_current_worker_index) for _ in range(4)]
+    coordinator.join()
+    out["after_hang_workers"] = sorted({int(r.fetch()) for r in after})
 
 
 if __name__ == "__main__":

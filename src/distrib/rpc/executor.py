@@ -98,6 +98,7 @@ class ClosureExecutor:
         self._order = threading.Condition()
         self._next_seq = 0
         self._generation: Any = None
+        self._sessions = 0
         #: (seq, function name, start, deadline) of the closure running now
         self._running: tuple[int | None, str, float, float | None] | None = None
         self.incarnation = uuid.uuid4().hex
@@ -129,6 +130,7 @@ class ClosureExecutor:
     def reset(self) -> None:
         """Forget every object of the previous chief session."""
         with self._lock:
+            self._sessions += 1  # closures of the previous session still waiting: not run
             self.resources.clear()
             self.optimizer_ids.clear()
             self.variables.forget()
@@ -175,7 +177,7 @@ class ClosureExecutor:
             self._order.notify_all()
 
     def _run_guarded(self, body: bytes, work: Callable[[dict[str, Any]], Any]) -> bytes:
-        arrived = time.monotonic()
+        arrived, session = time.monotonic(), self._sessions
         envelope = wire.decode(body)
         if envelope["incarnation"] != self.incarnation:
             return wire.encode({"restarted": True})
@@ -186,15 +188,18 @@ class ClosureExecutor:
         self._wait_turn(seq)
         try:
             deadline = envelope.get("deadline")
-            if deadline is not None and time.monotonic() - arrived > deadline:
-                return wire.encode({"expired": True})  # the chief gave up on it: not run
-            return self._run_locked(envelope, work)
+            if session != self._sessions or (
+                    deadline is not None and time.monotonic() - arrived > deadline):
+                return wire.encode({"expired": True})  # its chief gave up on it: not run
+            return self._run_locked(envelope, work, session)
         finally:
             self._done_turn(seq)
 
-    def _run_locked(self, envelope: dict[str, Any], work: Callable[[dict[str, Any]], Any]
-                    ) -> bytes:
+    def _run_locked(self, envelope: dict[str, Any], work: Callable[[dict[str, Any]], Any],
+                    session: int) -> bytes:
         with self._lock:
+            if session != self._sessions:  # a new chief session began while it waited
+                return wire.encode({"expired": True})
             _current.index = self.worker_index
             try:
                 with self._context():

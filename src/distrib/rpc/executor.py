@@ -121,11 +121,12 @@ class ClosureExecutor:
     def _overdue(self) -> dict[str, Any] | None:
         """The running closure, if it has run past the deadline the chief gave it."""
         running = self._running
-        if running is None or running[3] is None:
+        if running is None:
             return None
         seq, fn, since, deadline = running
         seconds = time.monotonic() - since
-        return {"seq": seq, "fn": fn, "seconds": seconds} if seconds > deadline else None
+        late = deadline is not None and seconds > deadline
+        return {"seq": seq, "fn": fn, "seconds": seconds} if late else None
 
     def reset(self) -> None:
         """Forget every object of the previous chief session."""

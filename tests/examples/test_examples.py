@@ -92,7 +92,9 @@ def test_parameter_server_fit_reaches_the_demo_accuracy_band(tmp_path: Path) -> 
     proc = _distrib_run("chief=1,worker=2,ps=1", "parameter_server_fit.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     accuracy = float(re.search(r"Test accuracy: ([0-9.]+)", proc.stdout).group(1))  # type: ignore[union-attr]
-    assert accuracy >= 0.95
+    # Asynchronous updates make the result vary from run to run: 0.944-0.967 over 7 runs
+    # (339-347 of the 359 test images); the bar sits just under the lowest.
+    assert accuracy >= 0.94
     assert "[chief:0] Epoch 8/8" in proc.stdout  # the chief runs the loop and the callbacks
     assert "[worker:0] Epoch" not in proc.stdout
 

@@ -117,12 +117,23 @@ def test_a_coordinator_strategy_is_refused_with_tensorflows_reason() -> None:
         RunConfig(train_distribute=Coordinated())
 
 
-def test_a_ps_task_of_train_and_evaluate_says_what_is_missing(
+def test_a_ps_task_without_the_cluster_secret_says_how_to_get_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from distrib.estimator import Estimator, EvalSpec, TrainSpec, train_and_evaluate
     from tests.estimator.common import input_fn, model_fn
 
     _tf_config(monkeypatch, CLUSTER, "ps", 0)
+    monkeypatch.delenv("DISTRIB_CLUSTER_SECRET", raising=False)
     estimator = Estimator(model_fn)
-    with pytest.raises(ConfigError, match="a 'ps' task has nothing to serve"):
+    with pytest.raises(ConfigError, match="DISTRIB_CLUSTER_SECRET.*distrib run --cluster"):
         train_and_evaluate(estimator, TrainSpec(input_fn()), EvalSpec(input_fn()))
+
+
+def test_communication_options_must_be_communication_options() -> None:
+    import distrib
+
+    config = RunConfig(communication_options=distrib.CommunicationOptions(timeout_seconds=9))
+    assert config.communication_options.timeout_seconds == 9
+    assert config.replace(communication_options=None).communication_options is None
+    with pytest.raises(InvalidTypeError, match="communication_options"):
+        RunConfig(communication_options=30)

@@ -44,6 +44,7 @@ from distrib.estimator.functions import call_input_fn
 from distrib.estimator.hooks import CheckpointSaverListener, check_hooks
 from distrib.estimator.inputs import distributed_dataset, make_dataset
 from distrib.estimator.mode_keys import ModeKeys
+from distrib.estimator.ps_training import PsTraining, uses_ps
 from distrib.estimator.run_config import RunConfig, TaskType
 from distrib.estimator.runtime import ModelRuntime
 from distrib.estimator.train_loop import run_training
@@ -123,6 +124,7 @@ class Estimator:
         self._model_fn = model_fn
         self._runtime = ModelRuntime(model_fn, self._params, config, directory, strategy)
         self._warm_start = WarmStartSettings.of(warm_start_from)
+        self._ps: PsTraining | None = None
 
     # ------------------------------------------------------------ properties
     model_dir = property(lambda self: self._model_dir, doc="The model directory.")
@@ -172,8 +174,16 @@ class Estimator:
                                       strategy)
         saves = strategy.num_replicas_in_sync > 1 or self._config.is_chief
         run_training(self._runtime, strategy, dataset, hook_list, steps, max_steps, listeners,
-                     saves, self._init_fn())
+                     saves, self._init_fn(), self._ps_training())
         return self
+
+    def _ps_training(self) -> Any:
+        """The link to the ``ps`` tasks when the cluster has some (made on first use)."""
+        if not uses_ps(self._config):
+            return None
+        if self._ps is None:
+            self._ps = PsTraining(self._config)
+        return self._ps
 
     @property
     def _is_chief(self) -> bool:

@@ -42,7 +42,7 @@ _REPLACEABLE = (
     "keep_checkpoint_every_n_hours", "log_step_count_steps", "train_distribute", "device_fn",
     "protocol", "eval_distribute", "experimental_distribute",
     "experimental_max_worker_delay_secs", "session_creation_timeout_secs",
-    "checkpoint_save_graph_def",
+    "checkpoint_save_graph_def", "communication_options",
 )
 
 
@@ -187,9 +187,16 @@ def _validate_properties(c: RunConfig) -> None:
                 "program on the chief only (with a ClusterCoordinator), while every Estimator "
                 "task runs its own training loop (TensorFlow: Please use "
                 "`tf.compat.v1.distribute.experimental.ParameterServerStrategy` for parameter "
-                "server strategy with estimator)", "train the Estimator with "
-                "MultiWorkerMirroredStrategy, or train with ParameterServerStrategy through "
-                "Model.fit or a ClusterCoordinator loop"))
+                "server strategy with estimator)", "for TensorFlow 1's asynchronous "
+                "parameter-server training of Estimators, keep train_distribute=None and put "
+                "a 'ps' job in TF_CONFIG (every chief and worker then trains against the ps "
+                "tasks); or train synchronously with MultiWorkerMirroredStrategy; or use "
+                "ParameterServerStrategy through Model.fit or a ClusterCoordinator loop"))
+    options = c.communication_options
+    if options is not None and not callable(getattr(options, "effective_timeout", None)):
+        raise InvalidTypeError(explain("communication_options", options, "must be a "
+                                       "distrib.CommunicationOptions", "pass e.g. distrib."
+                                       "CommunicationOptions(timeout_seconds=60)"))
 
 
 class RunConfig:
@@ -213,6 +220,9 @@ class RunConfig:
         session_creation_timeout_secs: how long a replica waits for the others when
             the run starts (a distrib timeout, default 7200).
         checkpoint_save_graph_def: accepted for compatibility (there is no graph).
+        communication_options: (distrib) a :class:`distrib.CommunicationOptions` whose
+            timeout bounds every wait on another task when training with ``ps`` tasks
+            (default 180 s).
     """
 
     def __init__(self, model_dir: str | None = None, tf_random_seed: int | None = None,
@@ -225,7 +235,8 @@ class RunConfig:
                  eval_distribute: Any = None, experimental_distribute: Any = None,
                  experimental_max_worker_delay_secs: int | None = None,
                  session_creation_timeout_secs: int = 7200,
-                 checkpoint_save_graph_def: bool = True) -> None:
+                 checkpoint_save_graph_def: bool = True,
+                 communication_options: Any = None) -> None:
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
         elif save_checkpoints_secs is _USE_DEFAULT:
@@ -253,6 +264,7 @@ class RunConfig:
         self._experimental_max_worker_delay_secs = experimental_max_worker_delay_secs
         self._session_creation_timeout_secs = session_creation_timeout_secs
         self._checkpoint_save_graph_def = checkpoint_save_graph_def
+        self._communication_options = communication_options
         _validate_properties(self)
         self._init_cluster()
 
@@ -286,6 +298,8 @@ class RunConfig:
         lambda self: self._experimental_max_worker_delay_secs)
     session_creation_timeout_secs = property(lambda self: self._session_creation_timeout_secs)
     checkpoint_save_graph_def = property(lambda self: self._checkpoint_save_graph_def)
+    communication_options = property(lambda self: self._communication_options,
+                                     doc="Bounds the waits on ``ps`` tasks (distrib).")
     cluster_spec = property(lambda self: self._view.cluster_spec,
                             doc="The training cluster (empty on an evaluator).")
     task_type = property(lambda self: self._view.task_type, doc="This task's type.")

@@ -22,7 +22,7 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,8 +96,10 @@ def to_numpy(value: Any) -> Any:
 class RunSession(Session):
     """The :class:`Session` of a run: named values, writers and checkpoints of the Estimator."""
 
-    def __init__(self, runtime: Any, writers: Any, is_chief: bool) -> None:
+    def __init__(self, runtime: Any, writers: Any, is_chief: bool,
+                 before_save: Callable[[], None] | None = None) -> None:
         self._runtime = runtime
+        self._before_save = before_save
         self._writers = writers
         self._is_chief = is_chief
         self.named: dict[str, Any] | None = {}
@@ -173,6 +175,8 @@ class RunSession(Session):
     def save_checkpoint(self, directory: str, basename: str, step: int) -> str:
         if self._runtime.checkpoints.has(step, directory, basename):
             return str(directory)
+        if self._before_save is not None:  # the values live elsewhere (on ps tasks)
+            self._before_save()
         return str(self._runtime.checkpoints.save(step, directory, basename))
 
 

@@ -110,8 +110,25 @@ def loss_dtype(dtype: torch.dtype | None) -> Any:
 def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
                  steps: int | None, max_steps: int | None,
                  listeners: list[CheckpointSaverListener], saves: bool,
-                 init_fn: Callable[[], None] | None = None) -> Any:
-    """Train until the last step or the end of the input; returns the final loss (or None)."""
+                 init_fn: Callable[[], None] | None = None, remote: Any = None) -> Any:
+    """Train until the last step or the end of the input; returns the final loss (or None).
+
+    ``remote``: a :class:`~distrib.estimator.ps_training.PsTraining` when the variables
+    and the global step live on ``ps`` tasks.
+    """
+    try:
+        return _run_training(runtime, strategy, dataset, hooks, steps, max_steps, listeners,
+                             saves, init_fn, remote)
+    except BaseException as exc:
+        if remote is not None:
+            remote.abort(exc)
+        raise
+
+
+def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
+                  steps: int | None, max_steps: int | None,
+                  listeners: list[CheckpointSaverListener], saves: bool,
+                  init_fn: Callable[[], None] | None, remote: Any) -> Any:
     ext = strategy.extended
     chief = runtime.is_chief
     agreement = Agreement(ext.replica_group)
@@ -127,13 +144,16 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
                              "or misspecified.")
             return None
         runtime.ensure_built(ModeKeys.TRAIN, *batch)
-        if runtime.restore(None) is None and init_fn is not None:
+        restores = remote is None or remote.is_chief  # a ps worker gets the chief's values
+        if restores and runtime.restore(None) is None and init_fn is not None:
             init_fn()
+        finished = remote.start(runtime) if remote is not None else False
         runtime.reset_metrics()
         last_step = max_steps if max_steps is not None else (
             runtime.step + steps if steps is not None else None)
         spec = runtime.built_spec(ModeKeys.TRAIN)
-        session = RunSession(runtime, writers, chief)
+        session = RunSession(runtime, writers, chief, None if remote is None else
+                             lambda: remote.sync_local(runtime))
         session.loss_dtype = loss_dtype(spec.loss_dtype)
         session.now = agreed.time
         runner = HookRunner(_builtin_hooks(runtime, listeners, saves, spec, chief, hooks),
@@ -141,7 +161,10 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
         runner.begin()
         runner.after_create_session()
         loss = _steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,
-                      agreement, batch, rows, agreed, last_step)
+                      agreement, batch if not finished else None, rows, agreed, last_step,
+                      remote)
+        if remote is not None:
+            remote.finish(runtime)
         runner.end()
         if loss is not None and chief:
             _log.info("Loss for final step: %s.", session.loss_dtype(loss))
@@ -152,9 +175,8 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
 
 
 def _steps(runtime: Any, strategy: Any, take: Callable[[], tuple[Any, int]],
-           runner: HookRunner,
-           agreement: Agreement, batch: Any, rows: int, agreed: Any,
-           last_step: int | None) -> float | None:
+           runner: HookRunner, agreement: Agreement, batch: Any, rows: int, agreed: Any,
+           last_step: int | None, remote: Any) -> float | None:
     loss: float | None = None
     made = 0
     stop = False
@@ -162,10 +184,16 @@ def _steps(runtime: Any, strategy: Any, take: Callable[[], tuple[Any, int]],
            and (last_step is None or runtime.step < last_step)):
         runner.before_run(agreed.time)
         features, labels = batch
+        if remote is not None:
+            remote.pull()
         spec = runtime.call(ModeKeys.TRAIN, features, labels, strategy, agreed.next_rows)
         runtime.apply_train_op(spec.train_op, spec.loss, rows / agreed.next_rows)
-        before = runtime.step
-        runtime.step += 1
+        finished = False
+        if remote is None:
+            runtime.step += 1
+        else:
+            runtime.step, finished = remote.advance()
+        before = runtime.step - 1
         made += 1
         local = float(spec.loss.detach())
         current = rows
@@ -176,7 +204,7 @@ def _steps(runtime: Any, strategy: Any, take: Callable[[], tuple[Any, int]],
         agreed = agreement.exchange(next_rows=rows, loss=local, rows=current)
         loss = agreed.loss
         set_named(runner.session, loss, before, spec.predictions)
-        stop = runner.after_run(agreed.time)
+        stop = runner.after_run(agreed.time) or finished
     if made == 0 and runner.session.is_chief:
         _log.warning("Training with estimator made no steps. Perhaps input is empty or "
                      "misspecified.")

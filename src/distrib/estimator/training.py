@@ -12,7 +12,10 @@ What each task does follows ``RunConfig.task_type``:
   most every ``throttle_secs``) until the evaluated global step reaches
   ``TrainSpec.max_steps`` or, when training ended earlier (its input ran out, or no
   ``max_steps``), the last checkpoint of the training run has been evaluated;
-* ``ps`` tasks serve parameters to asynchronous workers (see :mod:`.parameter_server`).
+* ``ps`` tasks hold the variables, the optimizer and the global step for the chief
+  and the workers, which then train asynchronously, each its own loop (TensorFlow 1's
+  between-graph replication; see :mod:`.parameter_server` and :mod:`.ps_training`);
+  they serve until the chief's training ends.
 
 Example::
 
@@ -346,5 +349,9 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpe
         _log.info("Running `train_and_evaluate` on task %s:%s (%s).", task, config.task_id,
                   "an evaluator task evaluates" if has_evaluator else
                   "the training tasks evaluate")
-    return _run_training(estimator, train_spec, None if has_evaluator else eval_spec,
-                         _cluster_id(config))
+    try:
+        return _run_training(estimator, train_spec, None if has_evaluator else eval_spec,
+                             _cluster_id(config))
+    finally:
+        if estimator._ps is not None:
+            estimator._ps.shutdown()  # the chief's: the ps tasks stop serving

@@ -75,6 +75,10 @@ class TaskService:
     def _touch(self) -> None:
         self._last_contact = time.monotonic()
 
+    def seconds_since_contact(self) -> float:
+        """Seconds since the chief's last ``Hello`` or ``Beat`` (or since this service was made)."""
+        return time.monotonic() - self._last_contact
+
     def _join_session(self, session: str) -> None:
         with self._lock:
             if session != self._session:

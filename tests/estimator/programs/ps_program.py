@@ -1,0 +1,107 @@
+"""An Estimator trained with ``ps`` tasks (or alone), float64 SGD with momentum.
+
+    python ps_program.py MODEL_DIR OUT [--max_steps N] [--timeout S] [--marker PATH]
+
+Every task runs ``train_and_evaluate``; each training task writes to OUT (``OUT.<task>``)
+how many steps it made, and the chief also the final global step and the variables of
+the newest checkpoint.  ``--marker``: the chief writes PATH after its 3rd step and then
+trains slowly (a test kills a task then).  Without TF_CONFIG the program trains alone,
+the oracle of a cluster where one task trains.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import distrib
+from distrib.estimator import (
+    Estimator,
+    EstimatorSpec,
+    EvalSpec,
+    ModeKeys,
+    RunConfig,
+    SessionRunHook,
+    TrainSpec,
+    metrics,
+    train_and_evaluate,
+)
+
+rng = np.random.RandomState(0)
+X = rng.randn(64, 5)
+Y = rng.randint(0, 3, 64)
+
+
+def input_fn(mode: str) -> Any:
+    ds = distrib.data.Dataset.from_tensor_slices((torch.from_numpy(X), torch.from_numpy(Y)))
+    return (ds.repeat() if mode == ModeKeys.TRAIN else ds).batch(8)
+
+
+def model_fn(features: Any, labels: Any, mode: str) -> EstimatorSpec:
+    net = nn.Sequential(nn.Linear(5, 8, dtype=torch.float64), nn.Tanh(),
+                        nn.Linear(8, 3, dtype=torch.float64))
+    logits = net(features)
+    if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions={"logits": logits})
+    loss = nn.functional.cross_entropy(logits, labels)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    return EstimatorSpec(mode, loss=loss, train_op=optimizer, eval_metric_ops={
+        "accuracy": metrics.accuracy(labels, logits.argmax(1))})
+
+
+class CountSteps(SessionRunHook):
+    """Counts this task's steps; with a marker, writes it after step 3 and slows down."""
+
+    def __init__(self, marker: str | None) -> None:
+        self.steps = 0
+        self.marker = marker
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        self.steps += 1
+        if self.marker is not None and self.steps >= 3:
+            Path(self.marker).touch()
+            time.sleep(0.05)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model_dir")
+    ap.add_argument("out")
+    ap.add_argument("--max_steps", type=int, default=30)
+    ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--marker", default=None)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(relativeCreated)d %(levelname)s:%(message)s")
+    config = RunConfig(tf_random_seed=7, save_checkpoints_steps=10, log_step_count_steps=10,
+                       experimental_max_worker_delay_secs=0,
+                       communication_options=distrib.CommunicationOptions(
+                           timeout_seconds=args.timeout))
+    estimator = Estimator(model_fn, model_dir=args.model_dir, config=config)
+    counter = CountSteps(args.marker if config.is_chief else None)
+    train_and_evaluate(estimator, TrainSpec(input_fn, max_steps=args.max_steps,
+                                            hooks=[counter]),
+                       EvalSpec(input_fn, steps=None, start_delay_secs=0, throttle_secs=0))
+    if config.task_type in ("ps", "evaluator"):
+        return
+    doc: dict[str, Any] = {"steps": counter.steps}
+    if config.is_chief:
+        latest = estimator.latest_checkpoint()
+        doc["global_step"] = int(estimator.get_variable_value("global_step"))
+        doc["checkpoint"] = latest
+        doc["variables"] = {name: estimator.get_variable_value(name).tolist()
+                            for name in estimator.get_variable_names()
+                            if name.startswith("sequential")}
+    name = f"{config.task_type}:{config.task_id}" if config.cluster_spec else "alone"
+    Path(f"{args.out}.{name}").write_text(json.dumps(doc))
+
+
+if __name__ == "__main__":
+    main()

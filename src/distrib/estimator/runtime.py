@@ -106,6 +106,8 @@ class ModelRuntime:
         self._roots: list[nn.Module] = []
         self._mode: str | None = None
         self._seeded = False
+        #: the training summary writers, kept across ``train`` calls (made by the loop)
+        self.writers: Any = None
 
     @property
     def is_chief(self) -> bool:

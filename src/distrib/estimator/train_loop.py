@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -42,15 +43,28 @@ _log = logging.getLogger("distrib.estimator")
 
 
 class Writers:
-    """TensorBoard writers by directory, opened on first use."""
+    """TensorBoard writers by directory, opened on first use.
+
+    Training keeps one ``Writers`` per Estimator across ``train`` calls and flushes it at
+    the end of each (TensorFlow's ``FileWriterCache``): one event file per directory, and
+    no writer (file and thread) made again on every call.
+    """
 
     def __init__(self) -> None:
         self._writers: dict[str, Any] = {}
 
     def get(self, logdir: str) -> Any:
-        if logdir not in self._writers:
-            self._writers[logdir] = summary_writer(logdir)
-        return self._writers[logdir]
+        writer = self._writers.get(logdir)
+        if writer is not None and not os.path.isdir(logdir):  # removed since
+            writer.close()
+            writer = None
+        if writer is None:
+            writer = self._writers[logdir] = summary_writer(logdir)
+        return writer
+
+    def flush(self) -> None:
+        for writer in self._writers.values():
+            writer.flush()
 
     def close(self) -> None:
         for writer in self._writers.values():
@@ -133,7 +147,9 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
     chief = runtime.is_chief
     agreement = Agreement(ext.replica_group)
     iterator = iter(dataset)
-    writers = Writers()
+    if runtime.writers is None:
+        runtime.writers = Writers()
+    writers = runtime.writers
     wrapped = ext.replica_group.wrap_per_replica
     try:
         batch, rows = next_batch(iterator, wrapped)
@@ -170,7 +186,7 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
             _log.info("Loss for final step: %s.", session.loss_dtype(loss))
         return loss
     finally:
-        writers.close()
+        writers.flush()
         close_iterator(iterator)
 
 

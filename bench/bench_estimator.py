@@ -29,6 +29,12 @@ From the fastest of ``--repeats`` interleaved runs of each:
   writers, iterators, the first step's setup;
 * call rate (steps/s) = ``steps / t_long``: what one call of ``--steps`` steps gives.
 
+Machine noise between fresh processes on a shared machine can exceed the 3 % to be
+seen, so the two are also compared in ONE process (``--worker both``): the Estimator
+and fit built side by side, their calls interleaved ``--rounds`` times (each round: a
+short and a long call of each), the fastest of each used as above.  The Estimator
+leaves no global hook or state behind that would slow fit (or the reverse).
+
 Goal: estimator / fit >= 0.97 in steady state.  Every contender gets the same CPU
 threads per process (``--threads``, default 1).
 
@@ -98,11 +104,28 @@ def _calls(run: Any, short: int, steps: int) -> list[float]:
 
 def run_estimator(model: str, replicas: int, short: int, steps: int, batch: int
                   ) -> tuple[bool, list[float]]:
+    strategy, make_input_fn = _setup(model, replicas, WARMUP + short + steps, batch)
+    estimator, run = _estimator(model, strategy, make_input_fn)
+    if estimator.config.task_type == "ps":
+        from distrib.estimator import EvalSpec, TrainSpec, train_and_evaluate
+
+        train_and_evaluate(estimator, TrainSpec(make_input_fn(0, 1)),
+                           EvalSpec(make_input_fn(0, 1)))
+        return False, []
+    times = _calls(run, short, steps)
+    if estimator._ps is not None:
+        estimator._ps.shutdown()
+    chief = estimator._is_chief
+    if chief and os.environ.get("BENCH_MODEL_DIR") is None:
+        shutil.rmtree(estimator.model_dir, ignore_errors=True)
+    return chief, times
+
+
+def _estimator(model: str, strategy: Any, make_input_fn: Any) -> tuple[Any, Any]:
+    """The benchmark's Estimator and ``run(first, count)``: one ``train`` call."""
     import torch
 
     from distrib.estimator import Estimator, EstimatorSpec, RunConfig
-
-    strategy, make_input_fn = _setup(model, replicas, WARMUP + short + steps, batch)
 
     def model_fn(features: Any, labels: Any, mode: str) -> EstimatorSpec:
         net = bench_fit._build(model)
@@ -113,30 +136,52 @@ def run_estimator(model: str, replicas: int, short: int, steps: int, batch: int
     torch.manual_seed(0)
     config = RunConfig(train_distribute=strategy, save_checkpoints_steps=None,
                        save_checkpoints_secs=None, experimental_max_worker_delay_secs=0)
-    model_dir = os.environ.get("BENCH_MODEL_DIR")
-    estimator = Estimator(model_fn, model_dir=model_dir, config=config)
-    if config.task_type == "ps":
-        from distrib.estimator import EvalSpec, TrainSpec, train_and_evaluate
+    estimator = Estimator(model_fn, model_dir=os.environ.get("BENCH_MODEL_DIR"), config=config)
 
-        train_and_evaluate(estimator, TrainSpec(make_input_fn(0, 1)), EvalSpec(make_input_fn(0, 1)))
-        return False, []
-    times = _calls(lambda first, count: estimator.train(make_input_fn(first, count),
-                                                        steps=count), short, steps)
-    if estimator._ps is not None:
-        estimator._ps.shutdown()
-    chief = estimator._is_chief
-    if chief and model_dir is None:
-        shutil.rmtree(estimator.model_dir, ignore_errors=True)
-    return chief, times
+    def run(first: int, count: int) -> None:
+        estimator.train(make_input_fn(first, count), steps=count)
+    return estimator, run
 
 
 def run_fit(model: str, replicas: int, short: int, steps: int, batch: int
             ) -> tuple[bool, list[float]]:
+    strategy, make_input_fn = _setup(model, replicas, WARMUP + short + steps, batch)
+    return bool(strategy.extended.should_save_summary), _calls(
+        _fit(model, strategy, make_input_fn), short, steps)
+
+
+def run_both(model: str, replicas: int, short: int, steps: int, batch: int, rounds: int
+             ) -> tuple[bool, dict[str, list[list[float]]]]:
+    """Estimator and fit in one process, their calls interleaved ``rounds`` times."""
+    strategy, make_input_fn = _setup(model, replicas, 2 * WARMUP + rounds * 2 * (short + steps),
+                                     batch)
+    estimator, est = _estimator(model, strategy, make_input_fn)
+    runs = {"estimator": est, "fit": _fit(model, strategy, make_input_fn)}
+    first = 0
+    for run in runs.values():
+        run(first, WARMUP)
+        first += WARMUP
+    times: dict[str, list[list[float]]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            pair = []
+            for count in (short, steps):
+                t0 = time.perf_counter()
+                run(first, count)
+                pair.append(time.perf_counter() - t0)
+                first += count
+            times[name].append(pair)
+    if estimator._is_chief:
+        shutil.rmtree(estimator.model_dir, ignore_errors=True)
+    return bool(estimator._is_chief), times
+
+
+def _fit(model: str, strategy: Any, make_input_fn: Any) -> Any:
+    """``run(first, count)``: one ``fit`` call of the benchmark's model on the same input."""
     import torch
 
     from distrib.training import Model, losses
 
-    strategy, make_input_fn = _setup(model, replicas, WARMUP + short + steps, batch)
     torch.manual_seed(0)
     with strategy.scope():
         net = bench_fit._build(model)
@@ -147,8 +192,7 @@ def run_fit(model: str, replicas: int, short: int, steps: int, batch: int
     def run(first: int, count: int) -> None:  # the Estimator's input path, the same input_fn
         dataset = strategy.distribute_datasets_from_function(make_input_fn(first, count))
         fit_model.fit(dataset, epochs=1, verbose=0)
-    times = _calls(run, short, steps)
-    return bool(strategy.extended.should_save_summary), times
+    return run
 
 
 def _env(threads: int) -> dict[str, str]:
@@ -189,6 +233,19 @@ def measure(kind: str, model: str, replicas: int, short: int, steps: int, batch:
     return _times(texts, "ps")
 
 
+def measure_both(model: str, replicas: int, short: int, steps: int, batch: int, threads: int,
+                 rounds: int) -> dict[str, list[list[float]]]:
+    """Per contender, ``rounds`` pairs ``[t_short, t_long]`` measured in one process."""
+    cmd = [sys.executable, __file__, "--worker", "both", "--model", model, "--replicas",
+           str(replicas), "--short", str(short), "--steps", str(steps), "--batch", str(batch),
+           "--rounds", str(rounds)]
+    out = subprocess.run(cmd, env=_env(threads), capture_output=True, text=True, timeout=1800)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[7:])["times"])
+    raise RuntimeError("the one-process comparison produced no result:\n" + out.stderr[-3000:])
+
+
 def raw(model: str, replicas: int, steps: int, batch: int, threads: int) -> list[float]:
     """bench_fit's raw loop has no per-call cost: ``[short share, t_long]`` of one loop."""
     seconds = bench_fit.measure("ddp", model, replicas, steps, batch, threads)
@@ -208,7 +265,9 @@ def _row(name: str, times: list[list[float]], short: int, steps: int) -> dict[st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worker", choices=["estimator", "fit"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["estimator", "fit", "both"], help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="interleaved calls of each contender in the one-process comparison")
     ap.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
     ap.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--steps", type=int, default=200, help="steps of the long call")
@@ -222,10 +281,16 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
     if args.worker:
-        fn = run_estimator if args.worker == "estimator" else run_fit
-        chief, times = fn(args.model, args.replicas[0], args.short, args.steps, args.batch)
+        if args.worker == "both":
+            chief, both = run_both(args.model, args.replicas[0], args.short, args.steps,
+                                   args.batch, args.rounds)
+            result: Any = both
+        else:
+            fn = run_estimator if args.worker == "estimator" else run_fit
+            chief, result = fn(args.model, args.replicas[0], args.short, args.steps,
+                               args.batch)
         if chief:
-            print("RESULT " + json.dumps({"times": times}), flush=True)
+            print("RESULT " + json.dumps({"times": result}), flush=True)
         return
     rows = []
     print(f"{'model':5} {'repl':>4} | steady steps/s: {'est':>6} {'fit':>6} {'raw':>6} "
@@ -247,6 +312,12 @@ def main() -> None:
         for kind in kinds:
             row.update(_row(kind, runs[kind], args.short, args.steps))
         row["est_vs_fit"] = row["estimator_rate"] / row["fit_rate"]
+        both = measure_both(args.model, replicas, args.short, args.steps, args.batch,
+                            args.threads, args.rounds)
+        for kind in ("estimator", "fit"):
+            row.update(_row(f"one_process_{kind}", both[kind], args.short, args.steps))
+        row["one_process_est_vs_fit"] = (row["one_process_estimator_rate"]
+                                         / row["one_process_fit_rate"])
         row["est_vs_fit_call"] = row["estimator_call_rate"] / row["fit_call_rate"]
         rows.append(row)
         ps_rate = f"{row['ps_rate']:6.1f}" if "ps_rate" in row else f"{'-':>6}"
@@ -257,6 +328,11 @@ def main() -> None:
               f"{row['fit_fixed_ms']:5.0f} {ps_fixed} | {'':21} "
               f"{row['estimator_call_rate']:6.1f} {row['fit_call_rate']:6.1f} "
               f"{row['est_vs_fit_call']:7.3f}", flush=True)
+        print(f"{'':10} one process, interleaved: steady steps/s est "
+              f"{row['one_process_estimator_rate']:6.1f} fit {row['one_process_fit_rate']:6.1f}"
+              f" est/fit {row['one_process_est_vs_fit']:5.3f}; fixed ms est "
+              f"{row['one_process_estimator_fixed_ms']:5.0f} fit "
+              f"{row['one_process_fit_fixed_ms']:5.0f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -71,6 +71,8 @@ def rows_of(value: Any) -> int:
         >>> rows_of({"a": torch.zeros(3, 2)})
         3
     """
+    if isinstance(value, torch.Tensor):  # the common case, without a nest walk
+        return int(value.shape[0]) if value.dim() else 1
     for leaf in nest.flatten(value):
         if isinstance(leaf, torch.Tensor):
             return int(leaf.shape[0]) if leaf.dim() else 1

@@ -122,8 +122,10 @@ class Metric:
         in_replica = frame is not None and frame.replica_context is not None
         if getattr(self, "_strategy", None) is None:
             # (the default strategy has one replica, so this is _multi_replica_strategy())
-            if in_replica and frame.strategy.extended.replica_group.num_replicas_in_sync > 1:
-                self._bind(frame.strategy)
+            strategy = frame.strategy if frame is not None and in_replica else None
+            if strategy is not None and \
+                    strategy.extended.replica_group.num_replicas_in_sync > 1:
+                self._bind(strategy)
         elif not in_replica:
             raise UsageError(explain(
                 f"update of metric {self.name!r}", "outside strategy.run",

@@ -14,19 +14,25 @@ steps, SGD with momentum, cross-entropy on logits:
 
 Every contender, TensorFlow included, gets the same CPU threads per process
 (``--threads``, default 1: ``OMP_NUM_THREADS``, ``torch.set_num_threads``, and TF's
-intra- and inter-op thread pools), so that no side oversubscribes the cores.
+intra- and inter-op thread pools), so that no side oversubscribes the cores, and the same
+placement: replica ``r`` of every contender pins itself to CPU ``r`` (``--no-pin``
+leaves placement to the kernel).
 
-Each is timed over one ``fit`` (or loop) of ``--steps`` steps after a warm-up, in fresh
-processes, ``--repeats`` times interleaved; the table shows the samples/s of each
-contender's fastest run (the one least disturbed by other work on the machine) and
-the throughput ratio distrib / raw (target >= 0.98).  ``--tensorflow`` also runs TensorFlow 2.21 ``fit`` (tf-keras,
-``MultiWorkerMirroredStrategy`` with 2 workers on localhost, ``TF_USE_LEGACY_KERAS=1``)
-on the same models and data, with the Python of ``--tf-python`` (default: a separate
-environment ``.tfvenv`` it creates on first use with ``tensorflow-cpu==2.21.0
-tf-keras==2.21.0``), and prints distrib / TF at 2 replicas.
+Each run is one ``fit`` (or loop) of ``--steps`` steps after a warm-up, in fresh
+processes, timed on rank 0 (wall and process CPU time).  Method: ``--pairs`` pairs of
+runs; within a pair distrib and raw run back to back, the first alternating from pair to
+pair, so that both see the same machine.  Ratio = distrib throughput / raw throughput
+per pair (target >= 0.98); the table shows the median over the pairs, the lowest and
+highest pair, and the median samples/s of each contender.  ``--tensorflow`` also runs
+TensorFlow 2.21 ``fit`` (tf-keras, ``MultiWorkerMirroredStrategy`` with 2 workers on
+localhost, ``TF_USE_LEGACY_KERAS=1``) ``--tf-runs`` times at 2 replicas on the same
+models and data, with the Python of ``--tf-python`` (default: a separate environment
+``.tfvenv`` it creates on first use with ``tensorflow-cpu==2.21.0 tf-keras==2.21.0``),
+and prints distrib / TF (medians).
 
-    python bench/bench_fit.py [--steps 100] [--batch 64] [--repeats 3] [--threads 1]
-                              [--tensorflow] [--tf-python PATH] [--json out.json]
+    python bench/bench_fit.py [--pairs 7] [--models mlp,cnn] [--replicas 1,2] [--steps N]
+                              [--batch 64] [--threads 1] [--tensorflow] [--tf-runs 3]
+                              [--tf-python PATH] [--json out.json]
 
 Not a test: it measures, it asserts nothing.
 """
@@ -37,6 +43,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -46,6 +53,7 @@ from typing import Any
 import numpy as np
 
 WARMUP = 10
+STEPS = {"mlp": 400, "cnn": 100}  # default timed steps: about half a second or more
 ROOT = Path(__file__).resolve().parents[1]
 TF_VENV = ROOT / ".tfvenv"
 TF_PACKAGES = ["tensorflow-cpu==2.21.0", "tf-keras==2.21.0"]
@@ -70,7 +78,16 @@ def _build(model: str) -> Any:
 
 
 # ----------------------------------------------------------------- contenders
-def run_distrib(model: str, replicas: int, steps: int, batch: int) -> tuple[int, float]:
+def _pin(rank: int) -> None:
+    if os.environ.get("BENCH_PIN") == "1" and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+
+
+Timing = tuple[int, float, float]  # rank, wall seconds, process CPU seconds
+
+
+def run_distrib(model: str, replicas: int, steps: int, batch: int) -> Timing:
     import torch
 
     import distrib
@@ -78,6 +95,8 @@ def run_distrib(model: str, replicas: int, steps: int, batch: int) -> tuple[int,
 
     strategy = (distrib.MirroredStrategy(devices=[f"cpu:{i}" for i in range(replicas)])
                 if replicas > 1 else distrib.MirroredStrategy())
+    rank = strategy.extended.replica_group.replica_id
+    _pin(rank)
     torch.manual_seed(0)
     with strategy.scope():
         net = _build(model)
@@ -87,18 +106,19 @@ def run_distrib(model: str, replicas: int, steps: int, batch: int) -> tuple[int,
     x, y = _data(steps, batch)
     warm = WARMUP * batch
     fit_model.fit(x[:warm], y[:warm], batch_size=batch, epochs=1, shuffle=False, verbose=0)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     fit_model.fit(x[warm:], y[warm:], batch_size=batch, epochs=1, shuffle=False, verbose=0)
-    return strategy.extended.replica_group.replica_id, time.perf_counter() - t0
+    return rank, time.perf_counter() - t0, time.process_time() - c0
 
 
-def run_ddp(model: str, replicas: int, steps: int, batch: int) -> tuple[int, float]:
+def run_ddp(model: str, replicas: int, steps: int, batch: int) -> Timing:
     import torch
     import torch.distributed as dist
     from torch import nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank = int(os.environ.get("RANK", "0"))
+    _pin(rank)
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if replicas > 1:
         dist.init_process_group("gloo", rank=rank, world_size=replicas)
@@ -123,20 +143,22 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> tuple[int, flo
     loop(0, WARMUP)
     if replicas > 1:
         dist.barrier()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     loop(WARMUP, steps)
     if replicas > 1:
         dist.barrier()
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     if replicas > 1:
         dist.destroy_process_group()
-    return rank, elapsed
+    return rank, elapsed, cpu
 
 
-def run_tensorflow(model: str, replicas: int, steps: int, batch: int) -> tuple[int, float]:
+def run_tensorflow(model: str, replicas: int, steps: int, batch: int) -> Timing:
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tensorflow as tf  # only inside .tfvenv
 
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    _pin(int(task.get("index", 0)))
     threads = int(os.environ["OMP_NUM_THREADS"])
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -158,10 +180,9 @@ def run_tensorflow(model: str, replicas: int, steps: int, batch: int) -> tuple[i
     x, y = _data(steps, batch, channels_last=True)
     warm = WARMUP * batch
     net.fit(x[:warm], y[:warm], batch_size=batch, epochs=1, shuffle=False, verbose=0)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     net.fit(x[warm:], y[warm:], batch_size=batch, epochs=1, shuffle=False, verbose=0)
-    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
-    return int(task.get("index", 0)), time.perf_counter() - t0
+    return int(task.get("index", 0)), time.perf_counter() - t0, time.process_time() - c0
 
 
 # -------------------------------------------------------------------- driver
@@ -176,21 +197,24 @@ def _clean_env() -> dict[str, str]:
             if not k.startswith(("DISTRIB_", "TF_CONFIG", "RANK", "WORLD_SIZE", "MASTER_"))}
 
 
-def _result(texts: list[str], what: str) -> float:
+def _result(texts: list[str], what: str) -> dict[str, float]:
     for text in texts:
         for line in text.splitlines():
             if line.startswith("RESULT "):
-                return float(json.loads(line[7:])["seconds"])
+                return dict(json.loads(line[7:]))
     raise RuntimeError(f"{what} produced no result:\n" + "\n".join(t[-2000:] for t in texts))
 
 
 def measure(kind: str, model: str, replicas: int, steps: int, batch: int, threads: int,
-            tf_python: str = str(TF_VENV / "bin" / "python")) -> float:
-    """Seconds for ``steps`` training steps on rank 0 (fresh processes, warm-up excluded)."""
+            tf_python: str = str(TF_VENV / "bin" / "python"), pin: bool = True
+            ) -> dict[str, float]:
+    """Rank 0's wall and CPU seconds for ``steps`` training steps (fresh processes,
+    warm-up excluded)."""
     python = tf_python if kind == "tensorflow" else sys.executable
     cmd = [python, __file__, "--worker", kind, "--model", model, "--replicas", str(replicas),
            "--steps", str(steps), "--batch", str(batch)]
-    base = {**_clean_env(), "OMP_NUM_THREADS": str(threads), "GLOO_SOCKET_IFNAME": "lo"}
+    base = {**_clean_env(), "OMP_NUM_THREADS": str(threads), "GLOO_SOCKET_IFNAME": "lo",
+            "BENCH_PIN": "1" if pin else "0"}
     if kind == "distrib" or (kind == "ddp" and replicas == 1):
         out = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=1800)
         return _result([out.stdout, out.stderr], kind)
@@ -224,9 +248,39 @@ def ensure_tf_venv() -> None:
 
 def _worker(args: argparse.Namespace) -> None:
     fn = {"distrib": run_distrib, "ddp": run_ddp, "tensorflow": run_tensorflow}[args.worker]
-    rank, seconds = fn(args.model, args.replicas, args.steps, args.batch)
+    rank, seconds, cpu = fn(args.model, int(args.replicas), args.steps, args.batch)
     if rank == 0:
-        print("RESULT " + json.dumps({"seconds": seconds}), flush=True)
+        print("RESULT " + json.dumps({"seconds": seconds, "cpu": cpu}), flush=True)
+
+
+def compare(model: str, replicas: int, args: argparse.Namespace, tf_python: str
+            ) -> dict[str, Any]:
+    """``args.pairs`` interleaved pairs of runs (and TF's runs); the row of the table."""
+    steps = args.steps or STEPS[model]
+    run = {"model": model, "replicas": replicas, "steps": steps, "batch": args.batch,
+           "threads": args.threads, "pin": args.pin}
+    ours, raw, tf = [], [], []
+    for pair in range(args.pairs):
+        order = ("distrib", "ddp") if pair % 2 == 0 else ("ddp", "distrib")
+        got = {kind: measure(kind, model, replicas, steps, args.batch, args.threads,
+                             pin=args.pin) for kind in order}
+        ours.append(got["distrib"])
+        raw.append(got["ddp"])
+        if args.tensorflow and replicas == 2 and pair < args.tf_runs:
+            tf.append(measure("tensorflow", model, replicas, steps, args.batch, args.threads,
+                              tf_python, args.pin))
+    samples = steps * args.batch
+    ratios = [b["seconds"] / a["seconds"] for a, b in zip(ours, raw)]
+    ours_s = statistics.median(a["seconds"] for a in ours)
+    row: dict[str, Any] = {
+        **run, "pairs": args.pairs, "distrib_samples_per_s": samples / ours_s,
+        "ddp_samples_per_s": samples / statistics.median(b["seconds"] for b in raw),
+        "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "cpu_ratio": statistics.median(b["cpu"] / a["cpu"] for a, b in zip(ours, raw))}
+    if tf:
+        tf_s = statistics.median(t["seconds"] for t in tf)
+        row.update(tf_runs=len(tf), tf_samples_per_s=samples / tf_s, vs_tensorflow=tf_s / ours_s)
+    return row
 
 
 def main() -> None:
@@ -234,14 +288,18 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", choices=["distrib", "ddp", "tensorflow"], help=argparse.SUPPRESS)
     ap.add_argument("--model", default="mlp", help=argparse.SUPPRESS)
-    ap.add_argument("--replicas", type=int, default=1, help=argparse.SUPPRESS)
-    ap.add_argument("--steps", type=int, default=100, help="timed steps per run")
+    ap.add_argument("--models", default="mlp,cnn", help="models to run, e.g. mlp,cnn")
+    ap.add_argument("--replicas", default="1,2", help="replica counts to run, e.g. 1,2")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="timed steps per run (default: 400 for the MLP, 100 for the CNN)")
     ap.add_argument("--batch", type=int, default=64, help="global batch size")
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="runs of each contender (interleaved; the fastest is shown)")
+    ap.add_argument("--pairs", type=int, default=7, help="interleaved pairs of runs")
     ap.add_argument("--threads", type=int, default=1,
                     help="CPU threads per process, for every contender")
+    ap.add_argument("--no-pin", dest="pin", action="store_false",
+                    help="do not pin replica r of every contender to CPU r")
     ap.add_argument("--tensorflow", action="store_true", help="also run TF 2.21 fit")
+    ap.add_argument("--tf-runs", type=int, default=3, help="TensorFlow runs per row")
     ap.add_argument("--tf-python", default=None,
                     help="a Python with tensorflow-cpu 2.21 and tf-keras (default: .tfvenv)")
     ap.add_argument("--json", help="write the rows to this file")
@@ -253,29 +311,17 @@ def main() -> None:
     if args.tensorflow and args.tf_python is None:
         ensure_tf_venv()
     rows = []
-    print(f"{'model':6} {'replicas':>8} {'distrib/s':>10} {'raw/s':>10} {'ratio':>6}"
+    print(f"{'model':6} {'replicas':>8} {'distrib/s':>10} {'raw/s':>10} {'ratio':>6} "
+          f"{'pair range':>11} {'cpu ratio':>9}"
           + (f" {'TF fit/s':>9} {'vs TF':>6}" if args.tensorflow else ""), flush=True)
-    for model in ("mlp", "cnn"):
-        for replicas in (1, 2):
-            ours_runs, raw_runs = [], []
-            for _ in range(args.repeats):  # interleaved, so both see the same machine noise
-                ours_runs.append(measure("distrib", model, replicas, args.steps, args.batch,
-                                         args.threads))
-                raw_runs.append(measure("ddp", model, replicas, args.steps, args.batch,
-                                        args.threads))
-            ours, raw = min(ours_runs), min(raw_runs)  # the least disturbed run of each
-            samples = args.steps * args.batch
-            row: dict[str, Any] = {"model": model, "replicas": replicas, "steps": args.steps,
-                                   "global_batch": args.batch,
-                                   "distrib_samples_per_s": samples / ours,
-                                   "ddp_samples_per_s": samples / raw, "ratio": raw / ours}
-            line = (f"{model:6} {replicas:8d} {samples / ours:10.0f} {samples / raw:10.0f} "
-                    f"{raw / ours:6.3f}")
-            if args.tensorflow and replicas == 2:
-                tf_s = measure("tensorflow", model, replicas, args.steps, args.batch,
-                               args.threads, tf_python)
-                row.update(tf_samples_per_s=samples / tf_s, vs_tensorflow=tf_s / ours)
-                line += f" {samples / tf_s:9.0f} {tf_s / ours:6.2f}"
+    for model in args.models.split(","):
+        for replicas in (int(r) for r in args.replicas.split(",")):
+            row = compare(model, replicas, args, tf_python)
+            line = (f"{model:6} {replicas:8d} {row['distrib_samples_per_s']:10.0f} "
+                    f"{row['ddp_samples_per_s']:10.0f} {row['ratio']:6.3f} "
+                    f"{row['ratio_min']:5.2f}-{row['ratio_max']:<5.2f} {row['cpu_ratio']:9.3f}")
+            if "tf_samples_per_s" in row:
+                line += f" {row['tf_samples_per_s']:9.0f} {row['vs_tensorflow']:6.2f}"
             rows.append(row)
             print(line, flush=True)
     if args.json:

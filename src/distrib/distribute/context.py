@@ -15,8 +15,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,25 +108,44 @@ def get_replica_context() -> ReplicaContext | None:
     return frame.replica_context
 
 
-@contextmanager
-def enter(strategy: Any, replica_context: ReplicaContext | None = None) -> Iterator[None]:
-    """Push a frame for ``strategy`` (cross-replica when ``replica_context`` is None)."""
-    frame = current_frame()
-    if frame is not None and frame.strategy is not strategy:
-        if frame.explicit_default or frame.strategy is not _default():
-            if frame.strategy is _default():
-                raise ContextError("Must not nest tf.distribute.Strategy scopes: the default "
-                                   "strategy's scope is entered. Fix: exit it first.")
-            raise ContextError(
-                f"Mixing different tf.distribute.Strategy objects: {strategy!r} is not "
-                f"{frame.strategy!r}. Fix: create the model, optimizer and datasets in the "
-                "scope of one strategy, and leave that scope before entering another's.")
-    _stack.frames.append(_Frame(strategy, replica_context,
-                                explicit_default=strategy is _default()))
-    try:
-        yield
-    finally:
+class enter:  # noqa: N801 - used as a function: ``with context.enter(strategy):``
+    """Push a frame for ``strategy`` (cross-replica when ``replica_context`` is None).
+
+    A context manager (a class rather than a generator: ``strategy.run`` enters one
+    per step).
+
+    Example:
+        >>> with enter(get_strategy()):
+        ...     in_cross_replica_context()
+        True
+    """
+
+    __slots__ = ("_strategy", "_replica_context")
+
+    def __init__(self, strategy: Any, replica_context: ReplicaContext | None = None) -> None:
+        self._strategy = strategy
+        self._replica_context = replica_context
+
+    def __enter__(self) -> None:
+        strategy, frames = self._strategy, _stack.frames
+        if frames and frames[-1].strategy is not strategy:
+            _refuse_mixing(frames[-1], strategy)
+        frames.append(_Frame(strategy, self._replica_context,
+                             explicit_default=strategy is _default()))
+
+    def __exit__(self, *exc: object) -> None:
         _stack.frames.pop()
+
+
+def _refuse_mixing(frame: _Frame, strategy: Any) -> None:
+    if frame.explicit_default or frame.strategy is not _default():
+        if frame.strategy is _default():
+            raise ContextError("Must not nest tf.distribute.Strategy scopes: the default "
+                               "strategy's scope is entered. Fix: exit it first.")
+        raise ContextError(
+            f"Mixing different tf.distribute.Strategy objects: {strategy!r} is not "
+            f"{frame.strategy!r}. Fix: create the model, optimizer and datasets in the "
+            "scope of one strategy, and leave that scope before entering another's.")
 
 
 def experimental_set_strategy(strategy: Any) -> None:

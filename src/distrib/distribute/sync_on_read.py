@@ -68,6 +68,8 @@ class SyncOnReadGroup:
 
         Every replica must call it at the same point (``strategy.run`` does, on return).
         """
+        if not self._values:  # nothing registered (one replica, or no metrics): no work
+            return
         live = [v for v in (ref() for ref in self._values) if v is not None]
         self._values = [weakref.ref(v) for v in live]
         if not live:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from distrib.nest import flatten, map_structure
 
 __all__ = ["DistributedValues", "PerReplica", "Mirrored", "unwrap", "wrap_nest",
@@ -63,14 +65,38 @@ def is_distributed(value: Any) -> bool:
 
 def unwrap(value: Any, index: int = 0) -> Any:
     """Replace every distributed value in a nest by its ``index``-th local component."""
+    if _holds_no_distributed_value(value):  # a step's usual arguments: no nest walk
+        return value
     return map_structure(lambda x: x.values[index] if isinstance(x, DistributedValues) else x,
                          value)
 
 
 def wrap_nest(value: Any, kind: type[DistributedValues] = PerReplica) -> Any:
     """Wrap every leaf of a nest in ``kind`` (``None`` leaves stay ``None``)."""
+    if type(value) in _PLAIN:  # a step's usual result, a tensor: no nest walk
+        return None if value is None else kind((value,))
     return map_structure(lambda x: x if x is None or isinstance(x, DistributedValues)
                          else kind((x,)), value)
+
+
+# Leaf types that are never a nest nor a distributed value (fast paths of ``strategy.run``).
+_PLAIN = frozenset({torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None)})
+
+
+def _holds_no_distributed_value(value: Any) -> bool:
+    """True for plain leaves and tuples of them two levels deep (a cheap check that covers
+    ``args=(x, y)`` and ``args=((x, y),)``); False means "look"."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if kind is not tuple:
+        return False
+    for item in value:
+        if type(item) in _PLAIN:
+            continue
+        if type(item) is not tuple or any(type(x) not in _PLAIN for x in item):
+            return False
+    return True
 
 
 def local_results(value: Any) -> tuple[Any, ...]:

@@ -189,15 +189,18 @@ class StrategyExtended:
         step over all replicas, is available to the replica as
         ``get_replica_context().global_batch_size(...)`` without a collective.
         """
-        return self._call_for_each_replica(fn, unwrap(tuple(args)), unwrap(kwargs or {}),
-                                           global_batch_size)
+        return self._call_for_each_replica(fn, unwrap(tuple(args)),
+                                           unwrap(kwargs) if kwargs else {}, global_batch_size)
 
     def _call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...],
                                kwargs: dict[str, Any], global_batch_size: int | None) -> Any:
         strategy = self._strategy
         assert strategy is not None
         ctx = ReplicaContext(strategy, self._replica_id, global_batch_size)
-        with context.enter(strategy, ctx), self._guard("running the replica function"):
+        if self._comm is None:  # a group of one: no collective to guard
+            with context.enter(strategy, ctx):
+                return fn(*args, **kwargs)
+        with context.enter(strategy, ctx), self._comm.guard("running the replica function"):
             return fn(*args, **kwargs)
 
     def execution(self) -> contextlib.AbstractContextManager[None]:

@@ -71,6 +71,8 @@ def rows_of(value: Any) -> int:
         >>> rows_of({"a": torch.zeros(3, 2)})
         3
     """
+    if isinstance(value, torch.Tensor):  # the common case, without a nest walk
+        return int(value.shape[0]) if value.dim() else 1
     for leaf in nest.flatten(value):
         if isinstance(leaf, torch.Tensor):
             return int(leaf.shape[0]) if leaf.dim() else 1
@@ -170,8 +172,8 @@ class WeightedLoss(Metric):
     def add(self, index: int, total: torch.Tensor, count: float, scale: float = 1.0) -> None:
         """Add one output's loss sum (``total * scale``) and count (no tensor op per step)."""
         self._note_update()
-        self._defer(2 * index, total.detach(), scale)
-        self._defer(2 * index + 1, count)
+        # Two _defer calls, inlined (this runs at every training step).
+        self._pending += ((2 * index, total.detach(), scale), (2 * index + 1, count, 1.0))
 
     def update_state(self, *args: Any, **kwargs: Any) -> None:
         raise UsageError("WeightedLoss is updated by the loss container; use add()")

@@ -233,12 +233,16 @@ class _ArraySource:
         g_size, r, rid = self._batch, self._group.num_replicas_in_sync, self._group.replica_id
         device = self._group.device
         first, self._skip = self._skip * g_size, 0
+        data = self._data
+        flat = all(type(v) is torch.Tensor for v in data)  # (x, y): slice without a nest walk
+        full = replica_rows(g_size, g_size, r, rid)  # this replica's rows of a full batch
         for start in range(first, self._n, g_size):
-            lo, hi = replica_rows(min(g_size, self._n - start), g_size, r, rid)
+            size = min(g_size, self._n - start)
+            lo, hi = full if size == g_size else replica_rows(size, g_size, r, rid)
             index: slice | torch.Tensor = slice(start + lo, start + hi)
             if order is not None:
                 index = order[start + lo:start + hi]
-            batch = _take(self._data, index)
+            batch = tuple(v[index] for v in data) if flat else _take(data, index)
             if self._group.place_batch is not None:
                 yield self._group.place_batch(batch)
             else:

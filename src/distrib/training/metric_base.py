@@ -118,11 +118,15 @@ class Metric:
     def _note_update(self) -> None:
         """Every update: bind to a multi-replica strategy at the first one inside its
         ``strategy.run``; refuse updates of a bound metric outside a replica function."""
+        frame = context.current_frame()  # once: this runs at every update of every metric
+        in_replica = frame is not None and frame.replica_context is not None
         if getattr(self, "_strategy", None) is None:
-            strategy = _multi_replica_strategy() if _in_replica_fn() else None
-            if strategy is not None:
+            # (the default strategy has one replica, so this is _multi_replica_strategy())
+            strategy = frame.strategy if frame is not None and in_replica else None
+            if strategy is not None and \
+                    strategy.extended.replica_group.num_replicas_in_sync > 1:
                 self._bind(strategy)
-        elif not _in_replica_fn():
+        elif not in_replica:
             raise UsageError(explain(
                 f"update of metric {self.name!r}", "outside strategy.run",
                 "SyncOnReadVariable does not support `assign_add` in cross-replica context "

@@ -244,6 +244,19 @@ def test_write_does_not_touch_the_state_file(tmp_path: Path) -> None:
     assert (tmp_path / "exact" / ".metadata").exists()
 
 
+def test_the_partial_directory_a_crashed_writer_left_is_replaced(tmp_path: Path) -> None:
+    stale = tmp_path / ".exact.partial"   # a writer killed in the middle of writing "exact"
+    stale.mkdir()
+    (stale / "__7_0.distcp").write_bytes(b"half")
+    run = _Run()
+    run.checkpoint.write(tmp_path / "exact")
+    assert not stale.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exact"]
+    restored = _Run(seed=1)
+    restored.checkpoint.read(tmp_path / "exact")
+    assert all(torch.equal(a, b) for a, b in zip(restored.weights(), run.weights(), strict=True))
+
+
 def test_untrackable_objects_are_refused_when_the_checkpoint_is_created() -> None:
     with pytest.raises(TypeError, match="track a tensor instead of a Python number"):
         distrib.Checkpoint(step=3)

@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from distrib.checkpoint.encoding import TensorTable, decode, encode, json_tensor, tensor_json
 from distrib.checkpoint.status import LoadStatus
-from distrib.checkpoint.storage import read_directory, write_directory
+from distrib.checkpoint.storage import clear_partial, read_directory, write_directory
 from distrib.checkpoint.tracking import LOCAL, Leaf, check_all, mismatch_error, track
 from distrib.distribute import context
 from distrib.distribute.group import ExtendedLike, ReplicaGroupInfo
@@ -274,6 +274,7 @@ class Checkpoint:
         tensors = self._collect(ext)
         chief = group.replica_id == 0
         path = os.path.abspath(os.fspath(path))
+        self._clear_partial(group, path, chief)
 
         def job(staged: dict[str, torch.Tensor]) -> None:
             write_directory(path, staged, pg, chief)
@@ -315,6 +316,21 @@ class Checkpoint:
         self._save_counter += 1
         path = os.path.abspath(f"{os.fspath(file_prefix)}-{self._save_counter}")
         return self._write(path, options, lambda: record_checkpoint(path))
+
+    @staticmethod
+    def _clear_partial(group: ReplicaGroupInfo, path: str, chief: bool) -> None:
+        """The chief removes what a crashed writer of ``path`` left; every replica waits."""
+        error: OSError | None = None
+        if chief:
+            try:
+                clear_partial(path)
+            except OSError as exc:
+                error = exc
+        if agree_failures(group, error is not None):
+            raise CheckpointError(explain(
+                "checkpoint", path, "could not be written: the partial directory a "
+                f"crashed writer left could not be removed ({error or 'see the chief'})",
+                "fix the directory's permissions, or choose another directory"))
 
     def sync(self) -> None:
         """Wait until asynchronous saves have finished; raise this checkpoint's error, if any."""

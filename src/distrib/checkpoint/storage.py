@@ -45,7 +45,7 @@ from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystem
 from distrib.errors import CheckpointError, explain
 
 __all__ = ["write_directory", "read_directory", "read_tensor_metadata", "partial_name",
-           "check_writable", "remove_directory", "is_partial"]
+           "check_writable", "remove_directory", "is_partial", "clear_partial"]
 
 _METADATA = ".metadata"
 _PARTIAL = ".partial"
@@ -187,12 +187,13 @@ def write_directory(path: str, tensors: dict[str, torch.Tensor], group: Any,
 
     ``group`` is the process group DCP coordinates on (None for one process).
     Raises :class:`CheckpointError` on every replica when any replica fails to write;
-    the partial directory is then removed and ``path`` is untouched.
+    the partial directory is then removed and ``path`` is untouched.  A partial
+    directory left by a writer that crashed must be gone before any replica starts
+    (:func:`clear_partial` on the chief, then an agreement of every replica): removing it
+    here would race with the other replicas creating it.
     """
     path = os.path.abspath(path)
     partial = partial_name(path)
-    if is_chief:
-        remove_directory(partial)
     writer = FileSystemWriter(partial, single_file_per_rank=True, sync_files=True,
                               overwrite=True)
     try:
@@ -212,6 +213,16 @@ def write_directory(path: str, tensors: dict[str, torch.Tensor], group: Any,
             "checkpoint", path, f"could not be written ({reason}); the earlier "
             "checkpoints are intact", "free disk space or fix the directory's permissions, "
             "or choose another directory")) from exc
+
+
+def clear_partial(path: str) -> None:
+    """Remove the partial directory of ``path`` that a crashed writer may have left.
+
+    Example::
+
+        clear_partial("ckpt/ckpt-3")   # the chief, before the replicas write ckpt-3
+    """
+    remove_directory(partial_name(os.path.abspath(path)))
 
 
 def read_tensor_metadata(path: str) -> dict[str, tuple[torch.Size, torch.dtype]]:

@@ -130,8 +130,10 @@ class enter:  # noqa: N801 - used as a function: ``with context.enter(strategy):
         strategy, frames = self._strategy, _stack.frames
         if frames and frames[-1].strategy is not strategy:
             _refuse_mixing(frames[-1], strategy)
+        # ``_default_strategy`` rather than ``_default()``: a strategy given here that is
+        # the default one exists already, and creating the default is not needed to say so.
         frames.append(_Frame(strategy, self._replica_context,
-                             explicit_default=strategy is _default()))
+                             strategy is _default_strategy))
 
     def __exit__(self, *exc: object) -> None:
         _stack.frames.pop()

@@ -94,8 +94,11 @@ def _holds_no_distributed_value(value: Any) -> bool:
     for item in value:
         if type(item) in _PLAIN:
             continue
-        if type(item) is not tuple or any(type(x) not in _PLAIN for x in item):
+        if type(item) is not tuple:
             return False
+        for x in item:  # a loop rather than any(...): this runs at every step
+            if type(x) not in _PLAIN:
+                return False
     return True
 
 

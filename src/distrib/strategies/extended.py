@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 __all__ = ["StrategyExtended"]
 
+# Every step runs when it is called: nothing to do around an execution (reusable, reentrant).
+_EAGER_EXECUTION: contextlib.nullcontext[None] = contextlib.nullcontext()
+
 
 class StrategyExtended:
     """Library-facing half of a strategy: the replica group, placement and the strategy hooks.
@@ -196,7 +199,7 @@ class StrategyExtended:
                                kwargs: dict[str, Any], global_batch_size: int | None) -> Any:
         strategy = self._strategy
         assert strategy is not None
-        ctx = ReplicaContext(strategy, self._replica_id, global_batch_size)
+        ctx = ReplicaContext(strategy, self._group.replica_id, global_batch_size)
         if self._comm is None:  # a group of one: no collective to guard
             with context.enter(strategy, ctx):
                 return fn(*args, **kwargs)
@@ -220,7 +223,7 @@ class StrategyExtended:
         return self._execution()
 
     def _execution(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
+        return _EAGER_EXECUTION
 
     # ------------------------------------------------------------------ input
     def distribute_dataset(self, dataset: Any, options: Any = None) -> Any:

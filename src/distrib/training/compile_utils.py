@@ -251,9 +251,13 @@ class LossesContainer:
             global_rows: examples in this step over all replicas (None: this
                 replica's rows times ``num_replicas``).
         """
-        if not self.built:
+        if self._names is None:
             self._build(y_pred)
         assert self._names is not None and self._total is not None
+        if isinstance(y_pred, torch.Tensor) and len(self._losses) == 1 \
+                and self._losses[0] is not None:  # one output: no per-output split
+            return self._one(0, self._losses[0], y_true, y_pred, sample_weight, global_rows,
+                             num_replicas)
         _, preds = flatten_outputs(y_pred)
         trues = _per_output(y_true, self._names, "y") if len(preds) > 1 else [y_true]
         weights = _per_output(sample_weight, self._names, "sample_weight") \
@@ -283,7 +287,6 @@ class LossesContainer:
                 f"do not fit the predictions of shape {tuple(y_pred.shape)} for the loss "
                 f"{loss.name!r} ({e})", "give targets the shape of the model's output (class "
                 "ids for a sparse loss), or change the output layer")) from e
-        rows = rows_of(y_pred)
         assert self._total is not None
         w = self._weights[i]
         if loss.reduction == Reduction.SUM:
@@ -292,6 +295,7 @@ class LossesContainer:
                 self._per_output[i].update_sum(value, 1.0 / num_replicas, scale)
             factor = w * scale
         else:
+            rows = rows_of(y_pred)
             per_row = n / rows if rows else 1.0
             denominator = (global_rows if global_rows is not None
                            else rows * num_replicas) * per_row
@@ -332,6 +336,7 @@ class MetricsContainer:
         self._weighted_spec = weighted_metrics
         self._losses = losses
         self._built: list[tuple[list[Metric], list[Metric]]] | None = None
+        self._empty = _no_metrics(metrics) and _no_metrics(weighted_metrics)
 
     @property
     def built(self) -> bool:
@@ -340,7 +345,7 @@ class MetricsContainer:
     @property
     def empty(self) -> bool:
         """True when no metric was compiled (nothing to update per step)."""
-        return _no_metrics(self._spec) and _no_metrics(self._weighted_spec)
+        return self._empty
 
     @property
     def metrics(self) -> list[Metric]:

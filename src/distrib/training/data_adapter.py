@@ -232,21 +232,22 @@ class _ArraySource:
         self._epoch += 1
         g_size, r, rid = self._batch, self._group.num_replicas_in_sync, self._group.replica_id
         device = self._group.device
+        place, on_cpu = self._group.place_batch, device.type == "cpu"
         first, self._skip = self._skip * g_size, 0
-        data = self._data
+        data, n = self._data, self._n
         flat = all(type(v) is torch.Tensor for v in data)  # (x, y): slice without a nest walk
         full = replica_rows(g_size, g_size, r, rid)  # this replica's rows of a full batch
-        for start in range(first, self._n, g_size):
-            size = min(g_size, self._n - start)
-            lo, hi = full if size == g_size else replica_rows(size, g_size, r, rid)
+        for start in range(first, n, g_size):
+            lo, hi = full if n - start >= g_size else \
+                replica_rows(n - start, g_size, r, rid)
             index: slice | torch.Tensor = slice(start + lo, start + hi)
             if order is not None:
                 index = order[start + lo:start + hi]
-            batch = tuple(v[index] for v in data) if flat else _take(data, index)
-            if self._group.place_batch is not None:
-                yield self._group.place_batch(batch)
+            batch = tuple([v[index] for v in data]) if flat else _take(data, index)
+            if place is not None:
+                yield place(batch)
             else:
-                yield batch if device.type == "cpu" else _to(batch, device)
+                yield batch if on_cpu else _to(batch, device)
 
 
 def _to(value: Any, device: torch.device) -> Any:
@@ -360,26 +361,19 @@ class DataHandler:
             return False  # a generator is consumed once, across epochs
         return self._fresh or self._steps_arg is None or self._steps_arg == self._cardinality
 
-    def _next(self) -> tuple[Any, int | None]:
-        if self._iterator is None:
-            self._iterator = iter(self._dataset)
-            self._position = 0
-        batch = next(self._iterator)
-        rows = None
-        if self._rows is not None and self._position < len(self._rows):
-            rows = self._rows[self._position]
-        self._position += 1
-        return batch, rows
-
     def epoch(self, start_step: int = 0) -> Iterator[tuple[int, Any, int | None]]:
         """``(step, batch, global_rows)`` for one epoch (from ``start_step`` when resuming)."""
         if self._fresh_iterator_each_epoch() and start_step == 0:
             self._iterator = None
         limit = self._steps_arg
         step = start_step
+        known = self._rows if self._rows is not None else []  # global rows of each batch
         while limit is None or step < limit:
+            if self._iterator is None:
+                self._iterator = iter(self._dataset)
+                self._position = 0
             try:
-                batch, rows = self._next()
+                batch = next(self._iterator)
             except StopIteration:
                 self._iterator = None
                 if self._steps_arg is None and not (self._one_pass and step == 0):
@@ -394,7 +388,9 @@ class DataHandler:
                     "batches. You may need to use the repeat() function when building your "
                     "dataset.", stacklevel=3)
                 return
-            yield step, batch, rows
+            position = self._position
+            self._position = position + 1
+            yield step, batch, known[position] if position < len(known) else None
             step += 1
         self._end_of_epoch()
 

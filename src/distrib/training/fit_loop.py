@@ -90,11 +90,14 @@ class _Runner:
         return data
 
     def _train_replica(self, data: Any) -> Any:
-        data = self._prepare(data)
+        model = self.model
+        if not self.prepared or model._input_shape is None:
+            data = self._prepare(data)
         if self.class_weights is not None:
             data = apply_class_weight(data, self.class_weights)
-        out = self.model.train_step(data)
-        self.model._train_counter += 1
+        out = model.train_step(data)
+        # A plain int attribute: set it without nn.Module's checks for parameters and modules.
+        object.__setattr__(model, "_train_counter", model._train_counter + 1)
         return out
 
     def _test_replica(self, data: Any) -> Any:
@@ -116,7 +119,7 @@ class _Runner:
 
     def extras(self, out: Any) -> dict[str, Any]:
         """Entries a custom step returned that are not metric results."""
-        if not isinstance(out, Mapping) or type(out).__name__ == "MetricResults":
+        if type(out).__name__ == "MetricResults" or not isinstance(out, Mapping):
             return {}
         names = set(self.model.metrics_names)
         return {k: v for k, v in out.items() if k not in names}

@@ -123,9 +123,11 @@ class Metric:
         if getattr(self, "_strategy", None) is None:
             # (the default strategy has one replica, so this is _multi_replica_strategy())
             strategy = frame.strategy if frame is not None and in_replica else None
-            if strategy is not None and \
-                    strategy.extended.replica_group.num_replicas_in_sync > 1:
-                self._bind(strategy)
+            if strategy is not None and strategy is not getattr(self, "_one_replica", None):
+                if strategy.extended.replica_group.num_replicas_in_sync > 1:
+                    self._bind(strategy)
+                else:  # a strategy's replica count is fixed: no need to look again
+                    self._one_replica = strategy
         elif not in_replica:
             raise UsageError(explain(
                 f"update of metric {self.name!r}", "outside strategy.run",

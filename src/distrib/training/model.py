@@ -132,6 +132,7 @@ class Model(nn.Module):
         self.name = name or _snake(type(module if module is not None else self).__name__)
         self._strategy = context.get_strategy() if context.has_strategy() else None
         self._dtype_policy: Policy = global_policy()
+        self._mixed = self._dtype_policy.is_mixed  # the policy is fixed at creation
         self.optimizer: Any = None
         _plain(self, "loss", None)
         self.compiled_loss: LossesContainer | None = None
@@ -211,10 +212,11 @@ class Model(nn.Module):
     # ---------------------------------------------------------- forward
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         """The forward computation: ``module(inputs)``.  Override for other signatures."""
-        if self.module is None:
+        module = self.module
+        if module is None:
             raise UsageError(explain("call", None, "this Model has no module",
                                      "override call() in the subclass"))
-        return self.module(inputs)
+        return module(inputs)
 
     def __call__(self, inputs: Any, *args: Any, training: bool | None = None,
                  **kwargs: Any) -> Any:
@@ -234,9 +236,9 @@ class Model(nn.Module):
                                      and not args and not kwargs) else None
         if self._call_takes_training:
             kwargs["training"] = training
-        policy = self._dtype_policy
-        if not policy.is_mixed:
+        if not self._mixed:
             return fn(inputs) if fn is not None else self.call(inputs, *args, **kwargs)
+        policy = self._dtype_policy
         with policy.autocast(_device_of(self).type):
             out = fn(inputs) if fn is not None else self.call(inputs, *args, **kwargs)
         return _cast_floating(out, policy.variable_torch_dtype)
@@ -400,7 +402,8 @@ class Model(nn.Module):
                                      "has nothing to compute", "pass loss=... to compile(), "
                                      "or override compute_loss/train_step"))
         # Replica programs (one per device, or one per host under TPUStrategy's SPMD).
-        replicas = self.distribute_strategy.extended.replica_group.num_replicas_in_sync
+        strategy = self._strategy if self._strategy is not None else context.get_strategy()
+        replicas = strategy.extended.replica_group.num_replicas_in_sync
         if training and global_batch_size is None:
             local = rows_of(y_pred if y is None else y)
             ctx = context.get_replica_context()
@@ -415,7 +418,11 @@ class Model(nn.Module):
         compiled = self.compiled_metrics
         if compiled is not None and y is not None and not compiled.empty:
             compiled.update_state(y, _detach(y_pred), sample_weight)
-        return MetricResults(self)
+        results = self.__dict__.get("_metric_results")  # a live view: one per model will do
+        if results is None:
+            results = MetricResults(self)
+            _plain(self, "_metric_results", results)
+        return results
 
     def minimize(self, loss: torch.Tensor) -> None:
         """``loss.backward()``, the optimizer step (loss-scaled under mixed_float16), zero grads."""
@@ -432,7 +439,8 @@ class Model(nn.Module):
     def train_step(self, data: Any) -> Mapping[str, Any]:
         """One training step on this replica's batch (Keras ``train_step``)."""
         x, y, sample_weight = unpack_x_y_sample_weight(data)
-        require_targets(self, y, "fit()")
+        if y is None:
+            require_targets(self, y, "fit()")
         y_pred = self(x, training=True)
         loss = self.compute_loss(x, y, y_pred, sample_weight)
         self.minimize(loss)

@@ -154,7 +154,8 @@ class TrainingState:
     def batch_done(self, steps_done: int) -> None:
         """``fit`` ran the batch callbacks after ``steps_done`` steps of the epoch."""
         self.step = steps_done
-        self._notify("batch")
+        if self._listeners:
+            self._notify("batch")
 
     def epoch_done(self, epoch: int) -> None:
         """``fit`` finished ``epoch`` (callbacks ran, stopping agreed)."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
+from distrib.errors import ConfigError, explain
+
 __all__ = [
     "TF_CONFIG",
     "TORCHRUN_VARIABLES",
@@ -66,6 +68,23 @@ def cluster_secret() -> str | None:
         cluster_secret()    # '3f9a...' on a task started by `distrib run --cluster ...`
     """
     return os.environ.get(CLUSTER_SECRET) or None
+
+
+def require_cluster_secret(why: str) -> str:
+    """The cluster's shared secret; a :class:`ConfigError` saying ``why`` it is needed if unset.
+
+    Example::
+
+        require_cluster_secret("the ps tasks apply what the workers send")
+    """
+    value = cluster_secret()
+    if value is None:
+        raise ConfigError(explain(
+            CLUSTER_SECRET, None, f"{why}, so every task must prove with a shared secret that "
+            "it belongs to the cluster", "start the cluster with `distrib run --cluster "
+            "...`, which makes one, or set the same DISTRIB_CLUSTER_SECRET on every task (for "
+            "example the output of `python -c 'import secrets; print(secrets.token_hex(32))'`)"))
+    return value
 
 
 def get(name: str) -> str | None:

@@ -37,7 +37,7 @@ import time
 from functools import partial
 from typing import Any
 
-from distrib.cluster.env import cluster_secret
+from distrib.cluster.env import require_cluster_secret
 from distrib.comm import CommunicationOptions
 from distrib.errors import ConfigError, explain
 from distrib.rpc import wire
@@ -54,15 +54,8 @@ CHIEF = "chief:0"
 
 def secret() -> str:
     """The cluster's shared secret (every task of a ps cluster must hold it)."""
-    value = cluster_secret()
-    if value is None:
-        raise ConfigError(explain(
-            "DISTRIB_CLUSTER_SECRET", None, "parameter-server training sends variables, "
-            "gradients and the optimizer between the tasks, so every task must prove with a "
-            "shared secret that it belongs to the cluster", "start the cluster with "
-            "`distrib run --cluster chief=1,worker=1,ps=1 prog.py`, which makes one, or set "
-            "the same DISTRIB_CLUSTER_SECRET on every task"))
-    return value
+    return require_cluster_secret("parameter-server training sends variables, gradients "
+                                  "and the optimizer between the tasks")
 
 
 def timeout_of(config: Any) -> float:

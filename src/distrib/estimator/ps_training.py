@@ -106,12 +106,9 @@ class PsTraining:
         clients = [RpcClient(self.task, name, address, self._auth, self.timeout)
                    for name, address in self._ps]
         for client in clients:
-            if not client.wait_ready(self.timeout):
-                raise PeerLostError(
-                    f"Lost task {client.task}: it did not accept connections at "
-                    f"{client.address} within {self.timeout:.0f} s. Fix: start every task of "
-                    "the cluster, or raise RunConfig(communication_options="
-                    "distrib.CommunicationOptions(timeout_seconds=...)).", lost=[client.task])
+            client.ensure_ready(self.timeout, "start every task of the cluster, or raise "
+                                "RunConfig(communication_options="
+                                "distrib.CommunicationOptions(timeout_seconds=...))")
         self._clients = clients
         return clients
 

@@ -130,12 +130,9 @@ class ClusterClient:
             PeerLostError: a ``ps`` task did not start within the timeout.
         """
         for client in self.ps:
-            if not client.wait_ready(self.timeout):
-                raise PeerLostError(
-                    f"Lost task {client.task}: it did not accept connections at "
-                    f"{client.address} within {self.timeout:.0f} s. Fix: start every task "
-                    "of the cluster (the same program, each with its own TF_CONFIG), or raise "
-                    "CommunicationOptions(timeout_seconds=...).", lost=[client.task])
+            client.ensure_ready(self.timeout, "start every task of the cluster (the same "
+                                "program, each with its own TF_CONFIG), or raise "
+                                "CommunicationOptions(timeout_seconds=...)")
             self._hello(client)
         self._beats = threading.Thread(target=self._beat_loop, name="distrib-ps-heartbeat",
                                        daemon=True)

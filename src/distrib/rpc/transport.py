@@ -189,6 +189,16 @@ class RpcClient:
         except grpc.FutureTimeoutError:
             return False
 
+    def ensure_ready(self, timeout: float, fix: str) -> None:
+        """Raise :class:`PeerLostError` naming the task unless it is ready within ``timeout``.
+
+        ``fix`` tells the user what to do (one sentence, no final stop).
+        """
+        if not self.wait_ready(timeout):
+            raise PeerLostError(f"Lost task {self.task}: it did not accept connections at "
+                                f"{self.address} within {timeout:.0f} s. Fix: {fix}.",
+                                lost=[self.task])
+
     def error(self, method: str, exc: Any, deadline: float) -> Exception:
         """The distrib error for a failed call."""
         code = exc.code() if hasattr(exc, "code") else None

@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from distrib.cluster import ClusterResolver, ClusterSpec, auto_resolver
-from distrib.cluster.env import cluster_secret
+from distrib.cluster.env import require_cluster_secret
 from distrib.cluster.roles import validate_cluster
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import ConfigError, UsageError, explain
@@ -80,15 +80,8 @@ def _spec_of(resolver: Any) -> tuple[ClusterSpec, str, int]:
 
 
 def _secret() -> str:
-    secret = cluster_secret()
-    if secret is None:
-        raise ConfigError(explain(
-            "DISTRIB_CLUSTER_SECRET", None, "ParameterServerStrategy runs the functions the chief "
-            "schedules on the workers, so every task must prove with a shared secret that it "
-            "belongs to the cluster", "start the cluster with `distrib run --cluster ...`, which "
-            "makes one, or set the same DISTRIB_CLUSTER_SECRET on every task (for example the "
-            "output of `python -c 'import secrets; print(secrets.token_hex(32))'`)"))
-    return secret
+    return require_cluster_secret("ParameterServerStrategy runs the functions the chief "
+                                  "schedules on the workers")
 
 
 class ParameterServerStrategyExtended(StrategyExtended):

@@ -10,7 +10,8 @@ replicas), so decisions taken from them — stopping early, lowering the learnin
 — are the same on every replica.  What is meant for a person or for disk (messages,
 progress bar, CSV rows, TensorBoard events, checkpoint files) is written by the chief
 only; :func:`should_print` and :func:`should_write` tell a callback whether this
-process is the chief.
+process is the chief.  The module stays whole (about 500 lines): it is the one Keras
+class pair, the event surface of ``Callback`` and the dispatch of ``CallbackList``.
 
 Example:
     >>> class Count(Callback):

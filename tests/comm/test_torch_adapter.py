@@ -86,3 +86,25 @@ def test_a_moved_grad_scaler_field_is_named() -> None:
 
     with pytest.raises(torch_adapter.TorchAPIError, match="GradScaler"):
         torch_adapter.grad_scaler_tensors(Scaler())  # type: ignore[arg-type]
+
+
+def test_calls_forward_directly_sees_every_kind_of_hook_and_an_in_place_compile() -> None:
+    def hook(*_: object) -> None:
+        return None
+
+    assert torch_adapter.calls_forward_directly(torch.nn.Linear(2, 2))
+    for register in ("register_forward_hook", "register_forward_pre_hook",
+                     "register_full_backward_hook", "register_full_backward_pre_hook"):
+        layer = torch.nn.Linear(2, 2)
+        handle = getattr(layer, register)(hook)
+        assert not torch_adapter.calls_forward_directly(layer), register
+        handle.remove()
+        assert torch_adapter.calls_forward_directly(layer), register
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        assert not torch_adapter.calls_forward_directly(torch.nn.Linear(2, 2))
+    finally:
+        handle.remove()
+    compiled = torch.nn.Linear(2, 2)
+    compiled.compile()
+    assert not torch_adapter.calls_forward_directly(compiled)

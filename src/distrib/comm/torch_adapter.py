@@ -11,6 +11,9 @@ moved and which torch versions are known to work (:data:`CHECKED_ON`):
   mean), and DDP's run-time check of the hook's annotations.
 - The parameter list, the DDP instance and the no-sync flag of that state, to give a
   replicated module a new reducer when what trains changes (:func:`replace_reducer`).
+- ``nn.Module``'s hook tables (the module's own and the global ones) and its compiled and
+  traced call paths, to tell when calling a module would run nothing but its ``forward``
+  (:func:`calls_forward_directly`).
 - The state ``torch.amp.GradScaler`` keeps on the device — its scale, its count of finite
   steps and the found-inf flags of the current step — so that loss scaling reads and
   adjusts them without a host synchronisation (:func:`grad_scaler_tensors`,
@@ -45,13 +48,30 @@ from distrib.errors import DistribError, explain
 
 __all__ = ["CHECKED_ON", "TorchAPIError", "check", "replicate", "register_comm_hook",
            "gradients_all_reduced", "grad_scaler_tensors", "grad_scaler_found_inf",
-           "replace_reducer"]
+           "replace_reducer", "calls_forward_directly"]
 
 #: torch releases on which every entry of this module was checked (by its test).
 CHECKED_ON: tuple[str, ...] = ("2.9.0", "2.13.0", "2.14.1")
 
 _REPLICATE = ("torch.distributed._composable.replicate", "replicate")
 _SCALER_FIELDS = ("_scale", "_growth_tracker", "_per_optimizer_states")
+_NN_MODULE = "torch.nn.modules.module"
+_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                "_backward_pre_hooks")
+_GLOBAL_HOOK_TABLES = tuple("_global" + name for name in _HOOK_TABLES)
+
+
+def _global_hook_tables() -> tuple[dict[Any, Any], ...] | None:
+    """torch's global module hook tables (mutated in place by torch, so kept), or None."""
+    try:
+        module = importlib.import_module(_NN_MODULE)
+        tables = tuple(getattr(module, name) for name in _GLOBAL_HOOK_TABLES)
+    except (ImportError, AttributeError):
+        return None
+    return tables if all(isinstance(t, dict) for t in tables) else None
+
+
+_GLOBAL_HOOKS = _global_hook_tables()
 
 # id(parameter) -> weak reference, for every trainable parameter replicate() gave to DDP.
 _ALL_REDUCED: dict[int, weakref.ref[torch.Tensor]] = {}
@@ -99,6 +119,50 @@ def check() -> None:
         if not callable(getattr(nn.parallel.DistributedDataParallel, method, None)):
             raise _moved(f"DistributedDataParallel.{method}", "missing")
     _check_grad_scaler()
+    if _GLOBAL_HOOKS is None:
+        raise _moved(f"{_NN_MODULE}.{_GLOBAL_HOOK_TABLES[0]} (and the other global hook "
+                     "tables)", "missing")
+    probe = nn.Linear(1, 1)
+    for name in _HOOK_TABLES:
+        if not isinstance(probe.__dict__.get(name), dict):
+            raise _moved(f"nn.Module.{name}", "not an instance attribute")
+    if not hasattr(nn.Module, "_compiled_call_impl"):
+        raise _moved("nn.Module._compiled_call_impl", "missing")
+    if not calls_forward_directly(probe):
+        raise _moved("nn.Module hook tables", "a fresh module looks hooked")
+    probe.register_forward_hook(lambda *_: None)
+    if calls_forward_directly(probe):
+        raise _moved("nn.Module._forward_hooks", "a registered hook is not found there")
+
+
+def calls_forward_directly(module: nn.Module) -> bool:
+    """Whether ``module(...)`` would do nothing but call ``module.forward(...)``.
+
+    True when neither the module nor torch globally has a forward or backward hook, the
+    module was not ``compile()``-d in place and no ``torch.jit.trace`` is running: the
+    case where ``nn.Module.__call__`` goes straight to ``forward``.  False whenever this
+    torch keeps those tables elsewhere (calling the module is then always right).
+
+    Example:
+        >>> layer = nn.Linear(2, 2)
+        >>> calls_forward_directly(layer)
+        True
+        >>> handle = layer.register_forward_hook(lambda *_: None)
+        >>> calls_forward_directly(layer)
+        False
+    """
+    tables = _GLOBAL_HOOKS
+    if tables is None:
+        return False
+    state = module.__dict__
+    try:
+        if state["_forward_hooks"] or state["_forward_pre_hooks"] or state["_backward_hooks"] \
+                or state["_backward_pre_hooks"] or state.get("_compiled_call_impl") is not None:
+            return False
+    except KeyError:
+        return False
+    return not (tables[0] or tables[1] or tables[2] or tables[3]
+                or torch._C._get_tracing_state())
 
 
 def _check_grad_scaler() -> None:

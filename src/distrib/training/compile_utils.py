@@ -173,7 +173,8 @@ class WeightedLoss(Metric):
         """Add one output's loss sum (``total * scale``) and count (no tensor op per step)."""
         self._note_update()
         # Two _defer calls, inlined (this runs at every training step).
-        self._pending += ((2 * index, total.detach(), scale), (2 * index + 1, count, 1.0))
+        value = total.item() if total.is_cpu else total.detach()  # as Metric._defer keeps it
+        self._pending += ((2 * index, value, scale), (2 * index + 1, count, 1.0))
 
     def update_state(self, *args: Any, **kwargs: Any) -> None:
         raise UsageError("WeightedLoss is updated by the loss container; use add()")
@@ -295,7 +296,7 @@ class LossesContainer:
                 self._per_output[i].update_sum(value, 1.0 / num_replicas, scale)
             factor = w * scale
         else:
-            rows = rows_of(y_pred)
+            rows = int(y_pred.shape[0]) if y_pred.dim() else 1  # rows_of() of a tensor
             per_row = n / rows if rows else 1.0
             denominator = (global_rows if global_rows is not None
                            else rows * num_replicas) * per_row

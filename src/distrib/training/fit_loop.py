@@ -51,6 +51,7 @@ from distrib.training.metric_base import adopt_global_states
 from distrib.training.metrics import flat_states, results_from_states
 from distrib.training.predict_gather import gather_outputs
 from distrib.training.sequence import Sequence
+from distrib.training.train_function import TrainFunction, user_step
 from distrib.training.training_state import TrainingState
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class _Runner:
         self.dtype = first.dtype if first is not None and first.is_floating_point() else None
         self.prepared = False  # batches already on the module's device, in its dtype
         self.class_weights: torch.Tensor | None = None  # fit's, for batches of a dataset
+        # The step fit runs (made when training starts: compile() may come after __init__).
+        self.train_function: TrainFunction = user_step(model)
 
     def use(self, handler: DataHandler) -> DataHandler:
         """Note whether ``handler``'s batches need no conversion; returns it."""
@@ -91,13 +94,13 @@ class _Runner:
             self.model._record_input_shape(x)
         return data
 
-    def _train_replica(self, data: Any) -> Any:
+    def _train_replica(self, data: Any, known_rows: int | None) -> Any:
         model = self.model
         if not self.prepared or model._input_shape is None:
             data = self._prepare(data)
         if self.class_weights is not None:
             data = apply_class_weight(data, self.class_weights)
-        out = model.train_step(data)
+        out = self.train_function(data, known_rows)
         # A plain int attribute: set it without nn.Module's checks for parameters and modules.
         object.__setattr__(model, "_train_counter", model._train_counter + 1)
         return out
@@ -110,7 +113,7 @@ class _Runner:
 
     def train(self, batch: Any, known_rows: int | None) -> Any:
         """One training step; ``known_rows`` is the step's global batch size when known."""
-        return self.ext.call_for_each_replica(self._train_replica, (batch,),
+        return self.ext.call_for_each_replica(self._train_replica, (batch, known_rows),
                                               global_batch_size=known_rows)
 
     def test(self, batch: Any) -> Any:
@@ -300,6 +303,7 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         plan = _BatchLogPlan(runner, cbs, handler.steps_per_epoch, "train")
         val_plan = _BatchLogPlan(runner, cbs, None, "test", in_fit=True) \
             if val_handler is not None else None
+        runner.train_function = model._make_train_function()
         return _train(runner, runner.use(handler), val_handler, cbs, plan, val_plan, epochs,
                       initial_epoch, validation_freq)
 
@@ -361,18 +365,18 @@ def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
     """One epoch: executions of ``steps_per_execution`` steps, batch callbacks between them
     (from step ``start`` when resuming inside the epoch)."""
     model = runner.model
-    plan.start(start // model._steps_per_execution)
+    per_execution = model._steps_per_execution
+    plan.start(start // per_execution)
     extras: dict[str, Any] = {}
+    # A strategy that compiles its steps runs each execution as one program; for the
+    # others an execution is only a group of steps, and one step needs no grouping.
+    grouped = per_execution > 1 or runner.ext.compiles_steps
     while True:
-        last = -1
-        with runner.ext.execution():
-            for step, batch, rows in itertools.islice(batches, model._steps_per_execution):
-                if last < 0:
-                    cbs.on_train_batch_begin(step)
-                extras = runner.extras(runner.train(batch, rows))
-                last = step
-                if model.stop_training:
-                    break
+        if grouped:
+            with runner.ext.execution():
+                last, extras = _execution(runner, batches, cbs, per_execution, extras)
+        else:
+            last, extras = _one_step(runner, batches, cbs, extras)
         if last < 0:
             break
         cbs.on_train_batch_end(last, plan.logs(extras))
@@ -380,6 +384,32 @@ def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
         if model.stop_training:
             break
     return extras
+
+
+def _execution(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]],
+               cbs: CallbackList, steps: int, extras: dict[str, Any]
+               ) -> tuple[int, dict[str, Any]]:
+    """Up to ``steps`` steps; returns the last step run (-1 if the data ended) and the extras."""
+    last = -1
+    for step, batch, rows in itertools.islice(batches, steps):
+        if last < 0:
+            cbs.on_train_batch_begin(step)
+        extras = runner.extras(runner.train(batch, rows))
+        last = step
+        if runner.model.stop_training:
+            break
+    return last, extras
+
+
+def _one_step(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]],
+              cbs: CallbackList, extras: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """:func:`_execution` of one step."""
+    item = next(batches, None)
+    if item is None:
+        return -1, extras
+    step, batch, rows = item
+    cbs.on_train_batch_begin(step)
+    return step, runner.extras(runner.train(batch, rows))
 
 
 # ------------------------------------------------------------------- evaluate

@@ -407,7 +407,10 @@ class SparseCategoricalCrossentropy(LossFunctionWrapper):
         # The common case in one op: logits [B, C], integer labels [B].
         labels = y_true if y_true.dtype == torch.long else y_true.long()
         n = int(labels.shape[0])
-        return class_cross_entropy(pred, labels), float(n), n
+        try:
+            return F.cross_entropy(pred, labels), float(n), n
+        except IndexError:  # a label out of range: class_cross_entropy raises TF's error
+            return class_cross_entropy(pred, labels), float(n), n
 
 
 class CategoricalCrossentropy(LossFunctionWrapper):

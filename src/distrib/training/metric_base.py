@@ -8,7 +8,8 @@ exactly.  :func:`global_results` does that for a list of metrics with ONE
 all-reduce.
 
 Running totals cost no tensor operation per step: :meth:`Metric._defer` keeps the
-batch's 0-d sum as it is and the states are summed in float64 when next read.
+batch's 0-d sum (as a Python float when it is on the CPU, where reading it costs less
+than keeping it) and the states are summed in float64 when next read.
 
 Under a strategy with several replicas a metric behaves as TensorFlow's, whose states
 are SyncOnRead variables: a metric created in ``strategy.scope()`` (or first updated
@@ -174,10 +175,13 @@ class Metric:
     def _defer(self, index: int, value: torch.Tensor | float, scale: float = 1.0) -> None:
         """Add ``value * scale`` to state ``index`` later (at the next read).
 
-        No tensor op runs per step: values are kept as they come (a 0-d tensor in the
-        batch's dtype, or a Python number) and summed in float64 when the state is
-        next read.
+        No tensor op runs per step: a value on the CPU is read at once into a Python
+        float (exact: float64 holds every float32, bfloat16 and float16 value), one on an
+        accelerator is kept as the 0-d tensor it is (reading it would wait for the
+        device), and both are summed in float64 when the state is next read.
         """
+        if isinstance(value, torch.Tensor) and value.is_cpu:
+            value = value.item()
         self._pending.append((index, value, scale))
 
     def _flush(self) -> None:
@@ -340,7 +344,7 @@ class Mean(Metric):
                    scale: float = 1.0) -> None:
         """Add a precomputed ``total * scale`` and ``count`` (used for the loss trackers)."""
         self._note_update()
-        self._defer(0, total.detach(), scale)
+        self._defer(0, total if total.is_cpu else total.detach(), scale)
         self._defer(1, count)
 
     def result_from(self, states: Sequence[torch.Tensor]) -> torch.Tensor:

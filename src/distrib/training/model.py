@@ -54,10 +54,11 @@ import torch
 from torch import nn
 
 from distrib import nest
+from distrib.comm import torch_adapter
 from distrib.distribute import context
 from distrib.errors import ContextError, InvalidTypeError, ScopeError, UsageError, explain
 from distrib.mixed_precision import LossScaleOptimizer, Policy, global_policy
-from distrib.training import fit_loop, jit, model_io, on_batch, saving
+from distrib.training import fit_loop, jit, model_io, on_batch, saving, train_function
 from distrib.training import optimizers as optimizers_mod
 from distrib.training.compile_utils import (
     LossesContainer,
@@ -149,6 +150,9 @@ class Model(nn.Module):
         self._restored_metrics: dict[str, list[torch.Tensor]] = {}
         self._trainable = True
         self._call_takes_training = _accepts_training(type(self).call)
+        # Calling the model only calls the module: forward/call not overridden, no autocast.
+        self._plain_call = (type(self).forward is Model.forward
+                            and type(self).call is Model.call and not self._mixed)
 
     # ------------------------------------------------------------ strategy
     @property
@@ -227,6 +231,10 @@ class Model(nn.Module):
         """
         if training is not None and self.training != bool(training):
             self.train(bool(training))
+        if self._plain_call and self._compiled_call is None and not args and not kwargs:
+            module = self._modules.get("module")
+            if module is not None and torch_adapter.calls_forward_directly(self):
+                return module(inputs)  # all that nn.Module.__call__ -> forward -> call does
         return super().__call__(inputs, *args, training=training, **kwargs)
 
     def forward(self, inputs: Any, *args: Any, training: bool | None = None,
@@ -402,8 +410,7 @@ class Model(nn.Module):
                                      "has nothing to compute", "pass loss=... to compile(), "
                                      "or override compute_loss/train_step"))
         # Replica programs (one per device, or one per host under TPUStrategy's SPMD).
-        strategy = self._strategy if self._strategy is not None else context.get_strategy()
-        replicas = strategy.extended.replica_group.num_replicas_in_sync
+        replicas = self._replica_count()
         if training and global_batch_size is None:
             local = rows_of(y_pred if y is None else y)
             ctx = context.get_replica_context()
@@ -411,6 +418,30 @@ class Model(nn.Module):
                 else local * replicas
         return self.compiled_loss(y, y_pred, sample_weight, global_rows=global_batch_size,
                                   num_replicas=replicas)
+
+    def _replica_count(self) -> int:
+        """Replicas in sync of the model's strategy (fixed for a strategy, so kept)."""
+        strategy = self._strategy
+        if strategy is None:
+            return int(context.get_strategy().extended.replica_group.num_replicas_in_sync)
+        known = self.__dict__.get("_replicas_of")
+        if known is None or known[0] is not strategy:
+            known = (strategy, int(strategy.extended.replica_group.num_replicas_in_sync))
+            object.__setattr__(self, "_replicas_of", known)
+        return int(known[1])
+
+    def _make_train_function(self) -> train_function.TrainFunction:
+        """The step ``fit`` runs on this replica: Keras' default step with the model's
+        parts resolved once when nothing in it is overridden, else ``train_step``."""
+        cls = type(self)
+        module = self.module
+        default = (all(getattr(cls, name) is getattr(Model, name) for name in _STEP_METHODS)
+                   and self._plain_call and self._compiled_call is None
+                   and self.compiled_loss is not None
+                   and not isinstance(self.optimizer, LossScaleOptimizer))
+        if module is None or not default:
+            return train_function.user_step(self)
+        return train_function.DefaultStep(self, module, self._replica_count())
 
     def compute_metrics(self, x: Any, y: Any, y_pred: Any, sample_weight: Any
                         ) -> Mapping[str, Any]:
@@ -640,6 +671,11 @@ def _outside_scope(model: Model, strategy: Any, what: str) -> str:
         "looks similar to the following.\nwith strategy.scope():\n  model=_create_model()\n"
         "  model.compile(...)",
         "create the distrib.Model and its layers inside `with strategy.scope():`")
+
+
+# The methods of Keras' default step: a subclass overriding one gets its train_step run.
+_STEP_METHODS = ("train_step", "compute_loss", "minimize", "compute_metrics", "__call__",
+                 "forward", "call")
 
 
 def _plain(model: nn.Module, name: str, value: Any) -> None:

@@ -92,7 +92,7 @@ def _train_step(model: Model, iterator: Any) -> tuple[torch.Tensor, dict[str, fl
     x, y, _ = unpack_x_y_sample_weight(batch)
     rows = rows_of(y if y is not None else x)
     out = model.distribute_strategy.extended.call_for_each_replica(
-        model.train_step, (batch,), global_batch_size=rows)
+        model._make_train_function(), (batch, rows), global_batch_size=rows)
     return flat_states(model.metrics), _extras(model, out)
 
 

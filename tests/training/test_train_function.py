@@ -114,3 +114,35 @@ def test_calling_the_model_runs_its_hooks_and_autocast_as_nn_module_does() -> No
     model.register_forward_hook(lambda *_: seen.append("post"))
     model(torch.zeros(2, 6, dtype=torch.float64), training=False)
     assert seen == ["pre", "post"] and not model.training
+
+
+class _CountBatches(distrib.callbacks.Callback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends: list[int] = []
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self.ends.append(batch)
+
+
+class _StopsAtStep(Model):
+    """Sets ``stop_training`` from inside its step, at the fourth step."""
+
+    def train_step(self, data: Any) -> Any:
+        out = super().train_step(data)
+        if self._train_counter == 3:
+            self.stop_training = True
+        return out
+
+
+@pytest.mark.parametrize("cls", [Model, _StopsAtStep])
+def test_an_epoch_without_batch_hooks_runs_the_same_steps_as_one_with_them(cls: Any) -> None:
+    # With no batch hook and no batch logs wanted, fit's loop leaves out the calls that
+    # would do nothing; a callback with a batch hook brings them back.
+    quiet, quiet_logs = _fit(cls, ["accuracy"])
+    counter = _CountBatches()
+    hooked, hooked_logs = _fit(cls, ["accuracy"], callbacks=[counter])
+    _same_weights(quiet, hooked)
+    assert quiet_logs == hooked_logs
+    assert quiet._train_counter == hooked._train_counter == len(counter.ends)
+    assert counter.ends == ([0, 1, 2, 0, 1, 2] if cls is Model else [0, 1, 2, 0])

@@ -371,6 +371,8 @@ def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
     # A strategy that compiles its steps runs each execution as one program; for the
     # others an execution is only a group of steps, and one step needs no grouping.
     grouped = per_execution > 1 or runner.ext.compiles_steps
+    if not grouped and not cbs.calls_train_batch_hooks and not plan.interval:
+        return _quiet_epoch(runner, batches, training)
     while True:
         if grouped:
             with runner.ext.execution():
@@ -384,6 +386,24 @@ def _train_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
         if model.stop_training:
             break
     return extras
+
+
+def _quiet_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]],
+                 training: TrainingState) -> dict[str, Any]:
+    """:func:`_train_epoch` when nothing reads anything between steps: no callback has a
+    batch hook and none wants batch logs, one step per execution on an eager strategy.
+
+    The same steps in the same order; only the calls that would do nothing are left
+    out, and the extras are read from the last step's result alone (as they are kept).
+    """
+    model = runner.model
+    out: Any = None
+    for step, batch, rows in batches:
+        out = runner.train(batch, rows)
+        training.batch_done(step + 1)
+        if model.stop_training:
+            break
+    return runner.extras(out) if out is not None else {}
 
 
 def _execution(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]],

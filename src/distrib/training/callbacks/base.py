@@ -428,6 +428,11 @@ class CallbackList:
         """Calls ``on_epoch_end`` of every callback (they share one logs dict)."""
         self._call("on_epoch_end", epoch, logs=logs)
 
+    @property
+    def calls_train_batch_hooks(self) -> bool:
+        """Whether some callback implements a training batch hook (else those calls do nothing)."""
+        return self._call_train_batch
+
     def on_train_batch_begin(self, batch: int, logs: Logs | None = None) -> None:
         """Calls ``on_train_batch_begin`` of every callback that implements batch hooks."""
         if self._call_train_batch:

@@ -288,25 +288,21 @@ class LossesContainer:
                 f"do not fit the predictions of shape {tuple(y_pred.shape)} for the loss "
                 f"{loss.name!r} ({e})", "give targets the shape of the model's output (class "
                 "ids for a sparse loss), or change the output layer")) from e
-        assert self._total is not None
-        w = self._weights[i]
+        # This runs at every training step: one tracker update, then the scale.
         if loss.reduction == Reduction.SUM:
-            self._total.add(i, value, 1.0 / num_replicas, scale)
-            if self._per_output:
-                self._per_output[i].update_sum(value, 1.0 / num_replicas, scale)
-            factor = w * scale
+            count = 1.0 / num_replicas
+            factor = self._weights[i] * scale
         else:
-            rows = int(y_pred.shape[0]) if y_pred.dim() else 1  # rows_of() of a tensor
-            per_row = n / rows if rows else 1.0
-            denominator = (global_rows if global_rows is not None
-                           else rows * num_replicas) * per_row
-            self._total.add(i, value, float(n), scale)
-            if self._per_output:
-                self._per_output[i].update_sum(value, float(n), scale)
-            if not n or not denominator:
-                return value * 0.0
-            factor = w * scale / denominator
-        return value if factor == 1.0 else value * factor
+            rows = y_pred.shape[0] if y_pred.dim() else 1  # rows_of() of a tensor
+            denominator = (global_rows if global_rows is not None else rows * num_replicas) \
+                * (n / rows if rows else 1.0)
+            count = float(n)
+            factor = self._weights[i] * scale / denominator if n and denominator else 0.0
+        assert self._total is not None
+        self._total.add(i, value, count, scale)
+        if self._per_output:
+            self._per_output[i].update_sum(value, count, scale)
+        return value if factor == 1.0 else value * factor  # value * 0.0 when nothing counts
 
 
 class MetricsContainer:

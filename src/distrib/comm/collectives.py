@@ -22,7 +22,6 @@ Example (two replicas; replica ``i`` passes ``torch.tensor([i + 1.0])``)::
 
 from __future__ import annotations
 
-import collections
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -40,29 +39,10 @@ __all__ = ["all_reduce", "all_reduce_nest", "all_gather", "barrier", "check_same
            "signature_of", "reduce_to_chief", "broadcast_", "sum_gradient_bucket"]
 
 
-# The tensors of the latest collectives (see _keep).
-_RECENT: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=8)
-
-
-def _keep(*tensors: Any) -> None:
-    """Keep the tensors of a collective that returned referenced for a few more collectives.
-
-    gloo completes a collective on one of its worker threads, which releases its own
-    references to the tensors a moment after the caller was woken.  Were that the last
-    reference to a tensor Python knows, the worker would need the GIL to free it, and if
-    the program has reached interpreter finalization by then, Python ends that thread
-    inside torch and the process aborts ("terminate called without an active
-    exception").  Holding the tensors of the last few collectives here means the
-    program's own thread frees them, later, with the GIL it holds.
-    """
-    _RECENT.append(tensors)
-
-
 def _raw_all_reduce(comm: Communicator, t: torch.Tensor, what: str = "all_reduce") -> torch.Tensor:
     t = t.contiguous().clone()
     with comm.guard(what):
         dist.all_reduce(t, op=dist.ReduceOp.SUM, group=comm.group)
-    _keep(t)
     return t
 
 
@@ -135,9 +115,7 @@ def all_reduce_nest(comm: Communicator, op: ReduceOp, value: Any) -> Any:
 def _gather_sizes(comm: Communicator, size: int) -> list[int]:
     sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(comm.world_size)]
     with comm.guard("all_gather (sizes)"):
-        mine = torch.tensor([size], dtype=torch.int64)
-        dist.all_gather(sizes, mine, group=comm.group)
-    _keep(mine, *sizes)
+        dist.all_gather(sizes, torch.tensor([size], dtype=torch.int64), group=comm.group)
     return [int(s.item()) for s in sizes]
 
 
@@ -153,7 +131,6 @@ def _raw_all_gather(comm: Communicator, t: torch.Tensor, axis: int) -> tuple[tor
     parts = [torch.empty_like(moved) for _ in range(comm.world_size)]
     with comm.guard("all_gather"):
         dist.all_gather(parts, moved, group=comm.group)
-    _keep(moved, *parts)
     joined = torch.cat([p[:n] for p, n in zip(parts, sizes)])
     return joined.movedim(0, axis), sizes
 
@@ -194,7 +171,6 @@ def reduce_to_chief(comm: Communicator, t: torch.Tensor) -> torch.Tensor:
         return t
     with comm.guard("reduce to the chief"):
         dist.reduce(t, dst=0, op=dist.ReduceOp.SUM, group=comm.group)
-    _keep(t)
     return t
 
 
@@ -209,7 +185,6 @@ def broadcast_(comm: Communicator, t: torch.Tensor, src: int = 0) -> torch.Tenso
         return t
     with comm.guard("broadcast"):
         dist.broadcast(t, src=src, group=comm.group)
-    _keep(t)
     return t
 
 
@@ -355,7 +330,6 @@ def check_same_signature(comm: Communicator | None, what: str, value: Any,
         hashes = [torch.zeros(1, dtype=torch.int64) for _ in range(comm.world_size)]
         with comm.guard(f"{what} (signature check)"):
             dist.all_gather(hashes, mine, group=comm.group)
-        _keep(mine, *hashes)
         if len({int(h.item()) for h in hashes}) > 1:
             texts = [t.split("\x00", 1) for t in _gather_texts(comm, f"{canonical}\x00{shown}")]
             raise _mismatch(what, [c for c, _ in texts], [s for _, s in texts])

@@ -8,10 +8,8 @@ error (the last scenario reduces again).
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ import torch
 from torch import nn
 
 import distrib
-from distrib.comm import collectives
 
 
 def outcome(fn: Callable[[], Any]) -> Any:
@@ -59,19 +56,6 @@ def predict_matches(s: distrib.Strategy) -> list[float]:
             float(pred["parts"][1].dtype == np.bool_), len(pred["logits"])]
 
 
-def engine_tensors_kept(s: distrib.Strategy, run: Callable[[Any], Any]) -> list[Any]:
-    """The tensor a reduce hands to the engine stays referenced after the call returns
-    (so gloo's worker thread never frees it, see collectives._keep), for a while only."""
-    s.reduce("sum", run(lambda: torch.ones(3)), axis=None)
-    shapes = [list(t.shape) for t in collectives._RECENT[-1]]
-    refs = [weakref.ref(t) for t in collectives._RECENT[-1]]
-    alive = all(r() is not None for r in refs)
-    for _ in range(10):
-        s.reduce("sum", run(lambda: torch.ones(1)), axis=None)
-    gc.collect()
-    return [shapes, alive, all(r() is None for r in refs), len(collectives._RECENT)]
-
-
 def main(out: Path) -> None:
     s = distrib.MirroredStrategy(["cpu:0", "cpu:1"],
                                  communication_options=distrib.CommunicationOptions(
@@ -102,7 +86,6 @@ def main(out: Path) -> None:
         "plain_sum": outcome(lambda: s.reduce("sum", torch.tensor([1.0 + 2 * rid]), axis=None)),
         "plain_number_mean": outcome(lambda: s.reduce("mean", 1.0 + 2 * rid, axis=None)),
         "predict": predict_matches(s),
-        "engine_tensors_kept": engine_tensors_kept(s, run),
         "still_usable": outcome(lambda: s.reduce("sum", run(lambda: torch.ones(1)), axis=None)),
     }
     (out / f"replica{rid}.json").write_text(json.dumps(seen))

@@ -39,6 +39,7 @@ __all__ = ["Communicator", "ensure_no_group"]
 
 _HEARTBEAT_SECONDS = 1.0
 _HEARTBEAT_STORE_TIMEOUT = 10.0
+_ENGINE_SETTLE_SECONDS = 0.05  # at exit, for gloo's worker threads (see shutdown)
 
 
 def _has_key(store: dist.Store, key: str) -> bool:
@@ -214,6 +215,14 @@ class Communicator:
         if self.group is not None and dist.is_initialized():
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
+            # gloo finishes a collective on a worker thread, which lets go of the
+            # collective's tensors a moment after the caller was woken, and needs the GIL
+            # for it when a tensor has a Python object. Should that thread only get there
+            # once the interpreter is finalizing, Python ends it inside a noexcept C++
+            # destructor and the process aborts ("terminate called without an active
+            # exception"; seen in core dumps: ~AsyncAllreduceWork in ProcessGroupGloo's
+            # runLoop). Leave the GIL to those threads for a moment before finalization.
+            time.sleep(_ENGINE_SETTLE_SECONDS)
         self.group = None
         self._io_group = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -91,3 +92,71 @@ def test_a_lost_peer_is_named_within_the_deadline() -> None:
     with pytest.raises(PeerLostError, match="Lost task ps:3") as info:
         client.call("Echo", b"")
     assert info.value.lost == ["ps:3"]
+
+
+def _serve_streams(address: str, handler_seconds: float = 0.0) -> RpcServer:
+    def echo(body: bytes, caller: str) -> bytes:
+        time.sleep(handler_seconds)
+        return bytes(body) + caller.encode()
+
+    server = RpcServer("ps:0", address, Authenticator("right"),
+                       {"Echo": echo, "Fail": lambda body, caller: 1 / 0},  # type: ignore[dict-item]
+                       stream_methods=frozenset({"Echo", "Fail"}))
+    server.start()
+    return server
+
+
+def test_a_stream_carries_requests_and_replies_in_turn() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    server = _serve_streams(address)
+    try:
+        stream = RpcClient("worker:0", "ps:0", address, Authenticator("right"),
+                           timeout=10).stream("Echo")
+        for i in range(3):
+            stream.send(b"%d:" % i)  # returns at once; the reply is taken later
+            assert stream.receive() == b"%d:worker:0" % i
+        stream.close()
+        with pytest.raises(PeerLostError, match="closed its stream"):
+            stream.send(b"late")
+    finally:
+        server.stop()
+
+
+def test_a_stream_without_the_secret_or_with_a_failing_handler_fails_clearly() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    server = _serve_streams(address)
+    try:
+        bad = RpcClient("worker:0", "ps:0", address, Authenticator("wrong"), timeout=10)
+        stream = bad.stream("Echo")
+        stream.send(b"x")
+        with pytest.raises(ConfigError, match="rejected this task's call"):
+            stream.receive()
+        assert stream.closed
+        good = RpcClient("worker:0", "ps:0", address, Authenticator("right"), timeout=10)
+        failing = good.stream("Fail")
+        failing.send(b"")
+        with pytest.raises(RemoteError, match="ZeroDivisionError"):
+            failing.receive()
+    finally:
+        server.stop()
+
+
+def test_a_stream_reply_that_does_not_come_names_the_task_within_the_timeout() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    server = _serve_streams(address, handler_seconds=4.0)
+    try:
+        stream = RpcClient("worker:0", "ps:0", address, Authenticator("right"),
+                           timeout=1).stream("Echo")
+        stream.send(b"x")
+        with pytest.raises(PeerLostError, match="did not answer Echo within 1 s") as info:
+            stream.receive()
+        assert info.value.lost == ["ps:0"]
+    finally:
+        server.stop(grace=0.0)
+
+
+def test_code_never_travels_on_a_stream() -> None:
+    with pytest.raises(ValueError, match="carries code"):
+        RpcServer("ps:0", f"127.0.0.1:{free_port()}", Authenticator("s"),
+                  {"Run": lambda body, caller: body}, code_methods=frozenset({"Run"}),
+                  stream_methods=frozenset({"Run"}))

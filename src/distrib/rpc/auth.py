@@ -9,7 +9,9 @@ task).  Each call carries a fresh random nonce and a MAC keyed by the secret:
   alter code in flight;
 * data calls (variable values, gradients) are MACed over the method, the nonce, the
   body's length and its CRC-32, so callers without the secret are rejected without
-  hashing megabytes of tensors on every step.
+  hashing megabytes of tensors on every step;
+* a stream (a worker's gradient pushes) is MACed once, when it opens, over its method
+  and a nonce: its messages follow on that stream of that connection.
 
 Example:
     >>> a = Authenticator("s3cret")

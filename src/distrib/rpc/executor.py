@@ -215,7 +215,10 @@ class ClosureExecutor:
     def _install(self, body: bytes, caller: str) -> bytes:
         def work(envelope: dict[str, Any]) -> None:
             request = pickling.loads(envelope["blob"], self._resolve)
-            value = request["fn"](*request["args"])
+            try:
+                value = request["fn"](*request["args"])
+            finally:
+                self.variables.settle()
             self.resources[request["rid"]] = value
             if isinstance(value, torch.optim.Optimizer):
                 self.optimizer_ids[id(value)] = request["rid"]
@@ -229,7 +232,10 @@ class ClosureExecutor:
             self._running = (envelope.get("seq"), name, time.monotonic(), envelope.get("deadline"))
             try:
                 self._refresh(envelope.get("gen"))
-                result = fn(*request["args"], **request["kwargs"])
+                try:
+                    result = fn(*request["args"], **request["kwargs"])
+                finally:
+                    self.variables.settle()  # a push still in flight is applied before replying
                 changes = self.variables.local_changes()
                 if changes:
                     self.variables.add(changes)

@@ -53,13 +53,16 @@ class TaskService:
         code_methods: which of them carry code.
         on_new_session: called when a new chief session starts (forget state).
         incarnation: this process's identity (a restarted task has a new one).
+        stream_methods: data methods also served as streams.
+        threads: handler threads (each open stream holds one).
     """
 
     def __init__(self, task: str, address: str, chief: str, auth: Authenticator,
                  timeout: float, handlers: dict[str, Handler],
                  code_methods: frozenset[str] = frozenset(),
                  on_new_session: Callable[[], None] | None = None,
-                 incarnation: str | None = None) -> None:
+                 incarnation: str | None = None,
+                 stream_methods: frozenset[str] = frozenset(), threads: int = 8) -> None:
         self.task = task
         self.chief = chief
         self.timeout = timeout
@@ -70,7 +73,8 @@ class TaskService:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         own = {"Hello": self._hello, "Beat": self._beat, "Shutdown": self._shutdown}
-        self.server = RpcServer(task, address, auth, {**handlers, **own}, code_methods)
+        self.server = RpcServer(task, address, auth, {**handlers, **own}, code_methods,
+                                threads=threads, stream_methods=stream_methods)
 
     def _touch(self) -> None:
         self._last_contact = time.monotonic()

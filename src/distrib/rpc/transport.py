@@ -12,6 +12,16 @@ a deadline.  Failures become distrib errors that name the task:
 * the peer rejected the secret: :class:`~distrib.errors.ConfigError`;
 * the handler failed: :class:`~distrib.errors.RemoteError`.
 
+A data method can also be served as a stream (``stream_methods``): :meth:`RpcClient.stream`
+opens one bidirectional gRPC stream on which requests and replies alternate.  A
+stream costs the caller and the server less than a unary call per message, and the
+caller can send a request and take its reply later (a worker's gradient push, while it
+finishes its step).  A stream is authenticated once, when it opens (a token made with
+the cluster's secret and a fresh nonce, as for a call): its messages then travel on
+that one HTTP/2 stream of one connection, where no other party can insert any.  A reply
+that does not come within the client's timeout fails the stream with
+:class:`~distrib.errors.PeerLostError`, and code never travels on a stream.
+
 Example (two objects in one process)::
 
     auth = Authenticator("secret")
@@ -23,8 +33,10 @@ Example (two objects in one process)::
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -33,12 +45,14 @@ import grpc
 from distrib.errors import ConfigError, PeerLostError, RemoteError, explain
 from distrib.rpc.auth import Authenticator
 
-__all__ = ["RpcServer", "RpcClient", "Handler", "SERVICE"]
+__all__ = ["RpcServer", "RpcClient", "RpcStream", "Handler", "SERVICE", "STREAM_SUFFIX"]
 
 SERVICE = "distrib.Task"
 Handler = Callable[[bytes, str], bytes]
 _AUTH = "x-distrib-auth"
 _FROM = "x-distrib-from"
+#: A stream of a method is served under the method's name plus this suffix.
+STREAM_SUFFIX = "Stream"
 _LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                grpc.StatusCode.CANCELLED)
 _MESSAGE_LIMITS = [("grpc.max_send_message_length", -1),
@@ -54,12 +68,13 @@ class RpcServer:
         auth: the cluster's authenticator; callers without the secret are rejected.
         handlers: method name -> ``handler(body, caller) -> reply``.
         code_methods: the methods whose body carries code (MACed over the whole body).
-        threads: handler threads.
+        stream_methods: data methods also served as streams (see :meth:`RpcClient.stream`).
+        threads: handler threads (an open stream holds one for as long as it lasts).
     """
 
     def __init__(self, task: str, address: str, auth: Authenticator,
                  handlers: dict[str, Handler], code_methods: frozenset[str] = frozenset(),
-                 threads: int = 8) -> None:
+                 threads: int = 8, stream_methods: frozenset[str] = frozenset()) -> None:
         self.task = task
         self.address = address
         self._auth = auth
@@ -73,6 +88,11 @@ class RpcServer:
             ("grpc.http2.max_ping_strikes", 0)])
         methods = {name: grpc.unary_unary_rpc_method_handler(self._wrap(name, fn))
                    for name, fn in handlers.items()}
+        for name in stream_methods:
+            if name in code_methods:
+                raise ValueError(f"{name} carries code: it cannot be served as a stream")
+            methods[name + STREAM_SUFFIX] = grpc.stream_stream_rpc_method_handler(
+                self._wrap_stream(name, handlers[name]))
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, methods),))
 
@@ -90,6 +110,27 @@ class RpcServer:
             except Exception as exc:  # reported to the caller, who raises RemoteError
                 context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
                 raise  # unreachable: abort raises
+        return handle
+
+    def _wrap_stream(self, name: str, fn: Handler
+                     ) -> Callable[[Iterator[bytes], Any], Iterator[bytes]]:
+        def rejected(context: Any) -> None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                          f"{self.task} rejected a stream of {name}: it was not signed with "
+                          "this cluster's secret")
+
+        def handle(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
+            meta = dict(context.invocation_metadata())
+            if not self._auth.verify(name + STREAM_SUFFIX, b"", meta.get(_AUTH), False):
+                rejected(context)
+            caller = str(meta.get(_FROM, "?"))
+            for body in requests:
+                try:
+                    reply = fn(body, caller)
+                except Exception as exc:  # reported to the caller, who raises RemoteError
+                    context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+                    raise  # unreachable: abort raises
+                yield reply
         return handle
 
     def start(self) -> None:
@@ -167,6 +208,10 @@ class RpcClient:
             raise self.error(method, exc, deadline) from None
         return reply
 
+    def stream(self, method: str) -> RpcStream:
+        """Open a stream of the data method ``method`` (the server lists it in ``stream_methods``)."""
+        return RpcStream(self, method)
+
     def future(self, method: str, body: bytes, *, code: bool = False,
                timeout: float | None = None) -> Callable[[], bytes]:
         """Start ``method`` now; returns a function that waits for the reply."""
@@ -199,17 +244,20 @@ class RpcClient:
                                 f"{self.address} within {timeout:.0f} s. Fix: {fix}.",
                                 lost=[self.task])
 
+    def lost(self, why: str) -> PeerLostError:
+        """The error for this task lost: ``why`` completes "it ..." (no final stop)."""
+        return PeerLostError(f"Lost task {self.task} ({self.address}): it {why}; it "
+                             "stopped, was killed, or its machine became unreachable.",
+                             lost=[self.task])
+
     def error(self, method: str, exc: Any, deadline: float) -> Exception:
         """The distrib error for a failed call."""
         code = exc.code() if hasattr(exc, "code") else None
         details = exc.details() if hasattr(exc, "details") else str(exc)
         if code in _LOST_CODES:
-            why = (f"did not answer {method} within {deadline:.0f} s"
-                   if code is grpc.StatusCode.DEADLINE_EXCEEDED else
-                   f"is unreachable ({details})")
-            return PeerLostError(f"Lost task {self.task} ({self.address}): it {why}; it "
-                                 "stopped, was killed, or its machine became unreachable.",
-                                 lost=[self.task])
+            return self.lost(f"did not answer {method} within {deadline:.0f} s"
+                             if code is grpc.StatusCode.DEADLINE_EXCEEDED else
+                             f"is unreachable ({details})")
         if code is grpc.StatusCode.UNAUTHENTICATED:
             return ConfigError(explain(
                 "DISTRIB_CLUSTER_SECRET", "(not shown)", f"{self.task} rejected this task's "
@@ -221,3 +269,80 @@ class RpcClient:
     def close(self) -> None:
         """Close the connection."""
         self._channel.close()
+
+
+class RpcStream:
+    """A stream of calls of one data method to one task: :meth:`send`, then :meth:`receive`.
+
+    Requests and replies alternate (one request outstanding at a time).  A reply that
+    does not come within the client's timeout cancels the stream (a watchdog checks
+    once a second); a failed stream is :attr:`closed` and raises the error of a failed
+    unary call.  Use :meth:`RpcClient.stream` to open one.
+
+    Example::
+
+        stream = client.stream("Push")
+        stream.send(body)          # returns at once
+        ...                        # other work while the task answers
+        reply = stream.receive()
+    """
+
+    def __init__(self, client: RpcClient, method: str) -> None:
+        self.client = client
+        self.method = method
+        self._requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        metadata = ((_AUTH, client._auth.sign(method + STREAM_SUFFIX, b"", False)),
+                    (_FROM, client.me))
+        self._replies: Any = client._channel.stream_stream(
+            f"/{SERVICE}/{method}{STREAM_SUFFIX}")(iter(self._requests.get, None),
+                                                    metadata=metadata)
+        self._sent: float | None = None  # when the outstanding request was sent
+        self._timed_out = False
+        self.closed = False
+        threading.Thread(target=self._watch, daemon=True,
+                         name=f"distrib-stream-{client.task}-{method}").start()
+
+    def _watch(self) -> None:
+        while not self.closed:
+            time.sleep(1.0)
+            sent = self._sent
+            if sent is not None and time.monotonic() - sent > self.client.timeout:
+                self._timed_out = True
+                self._replies.cancel()
+                return
+
+    def send(self, body: bytes) -> None:
+        """Send one request (the previous one's reply must have been received)."""
+        if self.closed:
+            raise self.client.lost(f"closed its stream of {self.method} earlier")
+        self._sent = time.monotonic()
+        self._requests.put(body)
+
+    def receive(self) -> bytes:
+        """The reply to the request sent last.
+
+        Raises:
+            PeerLostError: the task is gone, or did not answer within the timeout.
+            RemoteError: the handler failed (the stream is closed).
+        """
+        try:
+            reply: bytes = next(self._replies)
+        except grpc.RpcError as exc:
+            self.close()
+            if self._timed_out:
+                raise self.client.lost(f"did not answer {self.method} within "
+                                       f"{self.client.timeout:.0f} s") from None
+            raise self.client.error(self.method, exc, self.client.timeout) from None
+        except StopIteration:
+            self.close()
+            raise self.client.lost(f"ended its stream of {self.method}") from None
+        finally:
+            self._sent = None
+        return reply
+
+    def close(self) -> None:
+        """End the stream."""
+        if not self.closed:
+            self.closed = True
+            self._requests.put(None)
+            self._replies.cancel()

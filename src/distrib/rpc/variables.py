@@ -22,7 +22,8 @@ Example (one process)::
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -30,14 +31,17 @@ import torch
 from distrib.errors import UsageError, explain
 from distrib.rpc import pickling, wire
 from distrib.rpc.placement import Shard, VariablePlacement
-from distrib.rpc.transport import RpcClient
+from distrib.rpc.transport import RpcClient, RpcStream
 
-__all__ = ["VariableStore", "VariableClient", "STORE_METHODS", "STORE_CODE_METHODS"]
+__all__ = ["VariableStore", "VariableClient", "STORE_METHODS", "STORE_CODE_METHODS",
+           "STORE_STREAM_METHODS"]
 
 STORE_METHODS = ("Create", "Pull", "Push", "Assign", "Add", "SetOptimizer", "SetHyper", "OptState",
                  "LoadOptState")
 #: Methods whose body is a pickle (code): authenticated over their whole body.
 STORE_CODE_METHODS = frozenset({"SetOptimizer", "SetHyper"})
+#: Methods also served as streams: a worker pushes on one stream per ``ps`` task.
+STORE_STREAM_METHODS = frozenset({"Push"})
 
 
 class _Optimizer:
@@ -181,14 +185,25 @@ class VariableClient:
     ``add_`` on a parameter, a module's running statistics) and :meth:`add` applies
     those changes to the ``ps`` as increments (TF's ``assign_add`` on a ps variable).
 
+    With ``stream_pushes`` (on workers), pushes travel on one stream per ``ps`` task
+    (cheaper than a call), and inside :meth:`deferring` a push returns as soon as it is
+    sent: its reply is applied by :meth:`settle`, which every other method of the
+    client calls first.
+
     Args:
         ps: one client per ``ps`` task, in task order.
         track_changes: keep the copies that :meth:`local_changes` compares with.
+        stream_pushes: push on streams.
     """
 
-    def __init__(self, ps: list[RpcClient], track_changes: bool = False) -> None:
+    def __init__(self, ps: list[RpcClient], track_changes: bool = False,
+                 stream_pushes: bool = False) -> None:
         self.ps = ps
         self.track_changes = track_changes
+        self.stream_pushes = stream_pushes
+        self._streams: dict[int, RpcStream] = {}
+        self._pending: list[RpcStream] = []  # pushes sent, replies not yet applied
+        self._defer = False
         self._clean: dict[int, torch.Tensor] = {}
         self.placements: dict[int, VariablePlacement] = {}
         self.local: dict[int, torch.Tensor] = {}
@@ -213,7 +228,10 @@ class VariableClient:
             self.versions.setdefault(shard.id, 0)
 
     def forget(self) -> None:
-        """Stop tracking every variable."""
+        """Stop tracking every variable (a push still in flight is abandoned, its stream closed)."""
+        for stream in self._pending:
+            stream.close()
+        self._pending = []
         for table in (self.placements, self.local, self.versions, self._shards,
                       self._by_tensor, self._clean):
             table.clear()
@@ -230,6 +248,7 @@ class VariableClient:
         return out
 
     def _call_all(self, method: str, bodies: dict[int, Any]) -> list[Any]:
+        self.settle()
         # The first task's call blocks while the others run: a gRPC future costs a thread
         # start per call on an idle channel, so one ps task (the common case) uses none.
         items = list(bodies.items())
@@ -260,6 +279,7 @@ class VariableClient:
 
     def pull(self, var_ids: Sequence[int] | None = None) -> None:
         """Refresh the local tensors of ``var_ids`` (default: all) whose shards changed."""
+        self.settle()
         if var_ids is None:
             self.fresh = True
         ids = self.placements if var_ids is None else var_ids
@@ -273,6 +293,7 @@ class VariableClient:
         The same call pulls every other tracked variable that changed, so afterwards every
         local tensor holds the value on its ``ps`` as of this update (:attr:`fresh`).
         """
+        self.settle()
         items = [(s, _rows(g, s).detach().cpu()) for vid, g in grads.items()
                  for s in self.placements[vid].shards]
         bodies: dict[int, dict[str, Any]] = {
@@ -282,9 +303,51 @@ class VariableClient:
             if sid not in pushed:
                 bodies.setdefault(shard.task, {"opt": opt_id, "grads": [], "have": []})[
                     "have"].append([sid, self.versions.get(sid, 0)])
-        self._apply(self._call_all("Push", bodies))
-        self.fresh = True
         self.writes += 1
+        if not self.stream_pushes:
+            self._apply(self._call_all("Push", bodies))
+            self.fresh = True
+            return
+        for task, body in bodies.items():
+            stream = self._streams.get(task)
+            if stream is None or stream.closed:
+                stream = self._streams[task] = self.ps[task].stream("Push")
+            stream.send(wire.encode(body))
+            self._pending.append(stream)
+        if not self._defer:
+            self.settle()
+
+    @contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Pushes inside return once sent; their replies are applied on leaving (or sooner).
+
+        Only for code that reads no variable between its push and the end of the block
+        (``fit``'s step: after ``optimizer.step()`` it only updates metrics from the
+        predictions it already has): the reply is applied at the latest on leaving.
+        """
+        self._defer = True
+        try:
+            yield
+        finally:
+            self._defer = False
+            self.settle()
+
+    def settle(self) -> None:
+        """Wait for the replies of pushes still in flight and apply them."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        replies: list[Any] = []
+        failure: BaseException | None = None
+        for stream in pending:  # every reply is taken, so that no stream is left behind
+            try:
+                replies.append(wire.decode(stream.receive()))
+            except Exception as exc:  # noqa: BLE001 - the first is raised below
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        self._apply(replies)
+        self.fresh = True
 
     def push_optimizer(self, opt_id: int, optimizer: torch.optim.Optimizer) -> None:
         """Push the gradients of ``optimizer``'s variables (optimizer ``opt_id`` on the ps); clear them."""
@@ -303,6 +366,7 @@ class VariableClient:
 
     def local_changes(self) -> dict[int, torch.Tensor]:
         """What changed in place since the last values received (variable id -> increment)."""
+        self.settle()
         return {vid: self.local[vid].detach() - clean for vid, clean in self._clean.items()
                 if not torch.equal(self.local[vid].detach(), clean)}
 
@@ -327,6 +391,7 @@ class VariableClient:
 
     def send_code(self, method: str, request: Any) -> None:
         """Send a pickled ``request`` (a code method) to every ``ps`` and wait for them."""
+        self.settle()
         blob = pickling.dumps(request)
         waits = [c.future(method, blob, code=True) for c in self.ps]
         for wait in waits:

@@ -314,6 +314,24 @@ class StrategyExtended:
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         pass
 
+    def deferred_updates(self) -> contextlib.AbstractContextManager[None]:
+        """A block in which ``optimizer.step()`` may return before its update is applied.
+
+        Only for code that reads no parameter after the step until the block ends
+        (``fit``'s default step); every update is applied when the block ends.  A
+        strategy whose updates travel to another process (parameter servers) lets the
+        rest of the step overlap the update; the others run the block as it is.
+
+        Example::
+
+            with strategy.extended.deferred_updates():
+                loss.backward(); optimizer.step(); metric.update_state(y, y_pred)
+        """
+        return self._deferred_updates()
+
+    def _deferred_updates(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
     def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Called after ``optimizer.step()`` updated this strategy's parameters."""
         self._after_optimizer_step(optimizer)

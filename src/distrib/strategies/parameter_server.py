@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any
 
@@ -49,7 +50,13 @@ from distrib.rpc.executor import EXECUTOR_CODE_METHODS, ClosureExecutor
 from distrib.rpc.placement import Placer, VariablePlacement
 from distrib.rpc.service import TaskService
 from distrib.rpc.transport import RpcClient
-from distrib.rpc.variables import STORE_CODE_METHODS, STORE_METHODS, VariableClient, VariableStore
+from distrib.rpc.variables import (
+    STORE_CODE_METHODS,
+    STORE_METHODS,
+    STORE_STREAM_METHODS,
+    VariableClient,
+    VariableStore,
+)
 from distrib.strategies._processes import checked_options
 from distrib.strategies.base import Strategy, StrategyExtended
 
@@ -165,14 +172,19 @@ class ParameterServerStrategyExtended(StrategyExtended):
             store = VariableStore()
             handlers: dict[str, Callable[[bytes, str], bytes]] = {
                 m: partial(store.handle, m) for m in STORE_METHODS}
+            # each worker keeps a push stream open (one handler thread), a restarted one
+            # a second until the first is found closed; calls need threads too
+            threads = 8 + 2 * len(self._addresses("worker"))
             service = TaskService(self._task, address, chief, self._auth, self._timeout,
-                                  handlers, STORE_CODE_METHODS, store.reset)
+                                  handlers, STORE_CODE_METHODS, store.reset,
+                                  stream_methods=STORE_STREAM_METHODS, threads=threads)
         else:
             ps = [RpcClient(self._task, name, addr, self._auth, self._timeout)
                   for name, addr in self._addresses("ps")]
             strategy = self._strategy
             assert strategy is not None
-            self._executor = ClosureExecutor(self._task_id, VariableClient(ps, True),
+            self._executor = ClosureExecutor(self._task_id,
+                                             VariableClient(ps, True, stream_pushes=True),
                                              self._resolve_special, strategy.scope)
             self.intercept_optimizer_steps()
             service = TaskService(self._task, address, chief, self._auth, self._timeout,
@@ -283,6 +295,11 @@ class ParameterServerStrategyExtended(StrategyExtended):
         rid = self._register_optimizer(optimizer)
         self.sync_hyperparameters()
         self._chief().variables.push_optimizer(rid, optimizer)
+
+    def _deferred_updates(self) -> AbstractContextManager[None]:
+        if self._executor is not None:  # a worker: the push's reply is applied on leaving
+            return self._executor.variables.deferring()
+        return nullcontext()
 
     def _register_optimizer(self, optimizer: torch.optim.Optimizer) -> int:
         entry = self._objects.get(id(optimizer))

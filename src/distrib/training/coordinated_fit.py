@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -44,6 +45,7 @@ from distrib.training.callbacks.base import callbacks_for_run
 from distrib.training.compile_utils import rows_of, unpack_x_y_sample_weight
 from distrib.training.data_adapter import is_array_like, split_arrays
 from distrib.training.metrics import flat_states, results_from_states
+from distrib.training.train_function import DefaultStep
 
 if TYPE_CHECKING:
     from distrib.training.model import Model
@@ -91,9 +93,12 @@ def _train_step(model: Model, iterator: Any) -> tuple[torch.Tensor, dict[str, fl
     model.train(True)
     x, y, _ = unpack_x_y_sample_weight(batch)
     rows = rows_of(y if y is not None else x)
-    out = model.distribute_strategy.extended.call_for_each_replica(
-        model._make_train_function(), (batch, rows), global_batch_size=rows)
-    return flat_states(model.metrics), _extras(model, out)
+    step = model._make_train_function()
+    extended = model.distribute_strategy.extended
+    # fit's own step reads no weight after optimizer.step(): its metrics overlap the update
+    with extended.deferred_updates() if isinstance(step, DefaultStep) else nullcontext():
+        out = extended.call_for_each_replica(step, (batch, rows), global_batch_size=rows)
+        return flat_states(model.metrics), _extras(model, out)
 
 
 def _test_batches(model: Model, batches: Any) -> tuple[torch.Tensor, dict[str, float]]:

@@ -18,7 +18,7 @@ Example::
     cluster = ClusterClient("chief:0", [("ps:0", "h1:2222")], [("worker:0", "h2:2222")],
                             auth, timeout=180)
     cluster.connect_ps()
-    result = cluster.run(0, pickling.dumps({"fn": f, "args": (), "kwargs": {}}))
+    [(ok, result)] = cluster.run(0, [pickling.dumps({"fn": f, "args": (), "kwargs": {}})])
 """
 
 from __future__ import annotations
@@ -205,10 +205,9 @@ class ClusterClient:
                                                code=True, timeout=None))
                 self._installed[index] += 1
 
-    def _envelope(self, index: int, blob: bytes, seq: int | None = None,
-                  deadline: float | None = None) -> bytes:
+    def _envelope(self, index: int, blob: bytes) -> bytes:
         return wire.encode({"incarnation": self._incarnations[index], "blob": blob,
-                            "seq": seq, "gen": self.generation, "deadline": deadline})
+                            "seq": None, "gen": self.generation, "deadline": None})
 
     @property
     def generation(self) -> int:
@@ -236,23 +235,25 @@ class ClusterClient:
             raise remote_exception(answer["error"], self.workers[index].task)
         return answer["ok"]
 
-    def run(self, index: int, blob: bytes, seq: int | None = None,
-            timeout: float | None = None) -> Any:
-        """Run a pickled closure on worker ``index`` (``seq``: its :meth:`ticket`); returns its result.
+    def run(self, index: int, blobs: list[bytes], seq: int | None = None,
+            timeout: float | None = None) -> list[tuple[bool, Any]]:
+        """Run pickled closures in order on worker ``index``, in one call (``seq``: its :meth:`ticket`).
 
-        ``timeout`` (seconds, None: no limit) bounds the wait for the closure's result.
+        Returns one ``(True, result)`` or ``(False, exception)`` per closure that ran;
+        after a failure the rest did not run (the list is shorter). ``timeout``
+        (seconds, None: no limit) bounds each closure.
 
         Raises:
             PeerLostError: the worker (``lost == ["worker:i"]``) or a ``ps`` it used is lost.
             WorkerBusyError: the worker is still running an earlier closure past its
-                timeout (this closure did not run; send it elsewhere).
-            TimeoutError: this closure ran longer than ``timeout`` on a worker that
-                still answers; the message names the worker and the function.
-            Exception: what the closure raised, rebuilt by :func:`remote_exception`.
+                timeout (these closures did not run; send them elsewhere).
+            TimeoutError: a closure ran longer than ``timeout`` on a worker that still
+                answers; the message names the worker and the function.
         """
         self._install_all(index)
         client = self.workers[index]
-        envelope = self._envelope(index, blob, seq, timeout)
+        envelope = wire.encode({"incarnation": self._incarnations[index], "blobs": blobs,
+                                "seq": seq, "gen": self.generation, "deadline": timeout})
         start = time.monotonic()
         try:
             reply = client.call("Run", envelope, code=True,
@@ -262,7 +263,19 @@ class ClusterClient:
                 raise  # gone, not late
             running = self._running(index)  # raises PeerLostError if the worker is gone
         else:
-            return self._reply(index, reply)
+            return [(True, o["ok"]) if "ok" in o else
+                    (False, remote_exception(o["error"], client.task))
+                    for o in self._reply(index, reply)]
+        if running is not None and running["seq"] == seq and running["seconds"] < timeout:
+            # a later closure of this call runs: give it its own timeout before judging
+            time.sleep(timeout - running["seconds"] + 0.5)
+            again = self._running(index)
+            if again is None or again["seq"] != seq or again["part"] != running["part"]:
+                raise WorkerBusyError(
+                    f"{client.task} ran the closures of one call for longer than the closure "
+                    f"timeout ({timeout:g} s) together: they run again, elsewhere.",
+                    lost=[client.task])
+            running = again
         if running is None or running["seq"] != seq:
             raise WorkerBusyError(f"{client.task} did not start this closure within the closure "
                                   f"timeout ({timeout:g} s): an earlier one still runs there.",

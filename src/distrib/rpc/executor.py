@@ -14,17 +14,20 @@ authenticated over their whole body; ``Status`` carries data:
     per-worker object ``rid`` (a restarted worker gets them all again, so its
     iterators start from the beginning, as in TensorFlow);
 ``Run``
-    ``{"fn", "args", "kwargs"}``: pull the variables that changed (unless the previous
-    closure's push already brought them back, see :meth:`ClosureExecutor._refresh`), run the
-    function (``optimizer.step()`` pushes gradients), add what it changed in place
-    to the variables (running statistics, ``add_``), and answer ``{"ok": result}`` — or
-    ``{"error": {...}}`` with the exception's type, message, traceback and the
-    tasks it found lost.  One closure runs at a time.  With the chief's ``deadline``
-    (the coordinator's closure timeout): while a closure runs past it, new closures
+    ``{"blobs": [closure, ...]}``, each closure ``{"fn", "args", "kwargs"}``, run in
+    order: pull the variables that changed (unless the previous closure's push already
+    brought them back, see :meth:`ClosureExecutor._refresh`), run the function
+    (``optimizer.step()`` pushes gradients), add what it changed in place to the
+    variables (running statistics, ``add_``).  Answers ``{"ok": [outcome, ...]}``, each
+    ``{"ok": result}`` or ``{"error": {...}}`` with the exception's type, message,
+    traceback and the tasks it found lost; after a failure the rest do not run (the
+    list is shorter).  One closure runs at a time.  With the chief's ``deadline`` (the
+    coordinator's closure timeout, per closure): while a closure runs past it, new calls
     are answered ``{"busy": {...}}`` at once (the chief sends them elsewhere), and a
-    closure that waited past it is answered ``{"expired": true}`` without running;
+    call that waited past it is answered ``{"expired": true}`` without running;
 ``Status``
-    data: ``{"running": {"seq", "fn", "seconds"}}`` of the closure running now, or None.
+    data: ``{"running": {"seq", "part", "fn", "seconds"}}`` of the closure running now
+    (``part``: its place in its call's list), or None.
 
 Example::
 
@@ -99,8 +102,8 @@ class ClosureExecutor:
         self._next_seq = 0
         self._generation: Any = None
         self._sessions = 0
-        #: (seq, function name, start, deadline) of the closure running now
-        self._running: tuple[int | None, str, float, float | None] | None = None
+        #: (seq, part, function name, start, deadline) of the closure running now
+        self._running: tuple[int | None, int, str, float, float | None] | None = None
         self.incarnation = uuid.uuid4().hex
         self.resources: dict[int, Any] = {}
         self.optimizer_ids: dict[int, int] = {}
@@ -110,12 +113,12 @@ class ClosureExecutor:
         return {"Install": self._install, "Run": self._run, "Status": self._status}
 
     def _status(self, body: bytes, caller: str) -> bytes:
-        """The closure running now: ``{"running": {"seq", "fn", "seconds"} or None}``."""
+        """The closure running now: ``{"running": {"seq", "part", "fn", "seconds"} or None}``."""
         running = self._running
         if running is None:
             return wire.encode({"running": None})
-        seq, fn, since, _ = running
-        return wire.encode({"running": {"seq": seq, "fn": fn,
+        seq, part, fn, since, _ = running
+        return wire.encode({"running": {"seq": seq, "part": part, "fn": fn,
                                         "seconds": time.monotonic() - since}})
 
     def _overdue(self) -> dict[str, Any] | None:
@@ -123,7 +126,7 @@ class ClosureExecutor:
         running = self._running
         if running is None:
             return None
-        seq, fn, since, deadline = running
+        seq, _, fn, since, deadline = running
         seconds = time.monotonic() - since
         late = deadline is not None and seconds > deadline
         return {"seq": seq, "fn": fn, "seconds": seconds} if late else None
@@ -225,24 +228,37 @@ class ClosureExecutor:
         return self._run_guarded(body, work)
 
     def _run(self, body: bytes, caller: str) -> bytes:
-        def work(envelope: dict[str, Any]) -> Any:
-            request = pickling.loads(envelope["blob"], self._resolve)
-            fn = request["fn"]
-            name = getattr(fn, "__qualname__", None) or type(fn).__name__
-            self._running = (envelope.get("seq"), name, time.monotonic(), envelope.get("deadline"))
-            try:
-                self._refresh(envelope.get("gen"))
+        def work(envelope: dict[str, Any]) -> list[dict[str, Any]]:
+            outcomes: list[dict[str, Any]] = []
+            for part, blob in enumerate(envelope["blobs"]):
                 try:
-                    result = fn(*request["args"], **request["kwargs"])
-                finally:
-                    self.variables.settle()  # a push still in flight is applied before replying
-                changes = self.variables.local_changes()
-                if changes:
-                    self.variables.add(changes)
-            finally:
-                self._running = None
-            return result
+                    outcomes.append({"ok": self._run_one(envelope, part, blob)})
+                except BaseException as exc:  # noqa: BLE001 - every failure goes to the chief
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    outcomes.append({"error": error_info(exc)})
+                    break  # the rest are cancelled, as queued closures are after an error
+            return outcomes
         return self._run_guarded(body, work)
+
+    def _run_one(self, envelope: dict[str, Any], part: int, blob: bytes) -> Any:
+        request = pickling.loads(blob, self._resolve)
+        fn = request["fn"]
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        self._running = (envelope.get("seq"), part, name, time.monotonic(),
+                         envelope.get("deadline"))
+        try:
+            self._refresh(envelope.get("gen"))
+            try:
+                result = fn(*request["args"], **request["kwargs"])
+            finally:
+                self.variables.settle()  # a push still in flight is applied before replying
+            changes = self.variables.local_changes()
+            if changes:
+                self.variables.add(changes)
+        finally:
+            self._running = None
+        return result
 
     def _refresh(self, generation: Any) -> None:
         """Pull the variables that changed, unless the previous closure's push brought them.

@@ -378,17 +378,19 @@ class ParameterServerStrategyExtended(StrategyExtended):
         return self._chief().connect_worker(index, timeout)
 
     def ticket(self, index: int) -> int:
-        """Worker ``index``'s next position in dispatch order (see :meth:`run_closure`)."""
+        """Worker ``index``'s next position in dispatch order (see :meth:`run_closures`)."""
         return self._chief().ticket(index)
 
-    def run_closure(self, index: int, closure: bytes, seq: int | None = None,
-                    timeout: float | None = None) -> Any:
-        """Run a :meth:`pack_closure` result on worker ``index``; returns its result.
+    def run_closures(self, index: int, closures: list[bytes], seq: int | None = None,
+                     timeout: float | None = None) -> list[tuple[bool, Any]]:
+        """Run :meth:`pack_closure` results in order on worker ``index``, in one call.
 
-        ``seq``, a :meth:`ticket`, makes the worker run closures in dispatch order;
-        ``timeout`` bounds the wait for the result (see :meth:`ClusterClient.run`).
+        Returns ``(True, result)`` or ``(False, exception)`` for each closure that ran
+        (after a failure the rest do not run). ``seq``, a :meth:`ticket`, makes the
+        worker run calls in dispatch order; ``timeout`` bounds each closure (see
+        :meth:`ClusterClient.run`).
         """
-        return self._chief().run(index, closure, seq, timeout)
+        return self._chief().run(index, closures, seq, timeout)
 
     def check_cluster(self) -> None:
         """Raise the error of a lost ``ps`` task, if any."""

@@ -201,13 +201,14 @@ class ClusterClient:
                     if self._installed[index] >= len(self._per_worker):
                         return
                     blob = self._per_worker[self._installed[index]]
-                self._reply(index, client.call("Install", self._envelope(index, blob),
+                self._reply(index, client.call("Install", self._envelope(index, {"blob": blob}),
                                                code=True, timeout=None))
                 self._installed[index] += 1
 
-    def _envelope(self, index: int, blob: bytes) -> bytes:
-        return wire.encode({"incarnation": self._incarnations[index], "blob": blob,
-                            "seq": None, "gen": self.generation, "deadline": None})
+    def _envelope(self, index: int, content: dict[str, Any], seq: int | None = None,
+                  deadline: float | None = None) -> bytes:
+        return wire.encode({"incarnation": self._incarnations[index], **content,
+                            "seq": seq, "gen": self.generation, "deadline": deadline})
 
     @property
     def generation(self) -> int:
@@ -252,8 +253,7 @@ class ClusterClient:
         """
         self._install_all(index)
         client = self.workers[index]
-        envelope = wire.encode({"incarnation": self._incarnations[index], "blobs": blobs,
-                                "seq": seq, "gen": self.generation, "deadline": timeout})
+        envelope = self._envelope(index, {"blobs": blobs}, seq, timeout)
         start = time.monotonic()
         try:
             reply = client.call("Run", envelope, code=True,

@@ -303,7 +303,7 @@ class RpcStream:
                          name=f"distrib-stream-{client.task}-{method}").start()
 
     def _watch(self) -> None:
-        while not self.closed:
+        while not self.closed and not self._replies.done():  # ends with its stream
             time.sleep(1.0)
             sent = self._sent
             if sent is not None and time.monotonic() - sent > self.client.timeout:

@@ -164,3 +164,36 @@ def test_modules_created_in_one_device_scope_stay_plain() -> None:
     with s.scope():
         net = torch.nn.Linear(2, 2)
     assert type(net) is torch.nn.Linear
+
+
+def test_a_step_runner_runs_a_step_as_call_for_each_replica_does() -> None:
+    s = distrib.OneDeviceStrategy("cpu:0")
+
+    def fn(a: int, b: int) -> tuple[int, int, bool]:
+        ctx = distrib.get_replica_context()
+        assert ctx is not None
+        return a + b, ctx.global_batch_size(3), distrib.in_cross_replica_context()
+
+    with s.scope():
+        run = s.extended.step_runner(fn)
+        assert run((1, 2), 8) == (3, 8, False)  # the step's count, as given
+        assert run((1, 2)) == (3, 3, False)  # none given: summed over the replicas (one)
+        assert s.extended.call_for_each_replica(fn, (1, 2), global_batch_size=8) == run((1, 2), 8)
+        assert distrib.in_cross_replica_context()  # the replica context ends with the step
+        with pytest.raises(ZeroDivisionError):
+            s.extended.step_runner(lambda: 1 / 0)(())
+        assert distrib.in_cross_replica_context()  # also when the step raised
+    with distrib.OneDeviceStrategy("cpu:0").scope(), \
+            pytest.raises(RuntimeError, match="Mixing different tf.distribute.Strategy"):
+        run((1, 2), 8)
+
+
+def test_every_strategy_that_runs_steps_its_own_way_prepares_them_its_own_way() -> None:
+    from distrib.strategies.extended import StrategyExtended
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    for cls in subclasses(StrategyExtended):
+        own_run = "_call_for_each_replica" in cls.__dict__
+        assert own_run <= ("_step_runner" in cls.__dict__), cls.__name__

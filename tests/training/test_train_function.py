@@ -146,3 +146,20 @@ def test_an_epoch_without_batch_hooks_runs_the_same_steps_as_one_with_them(cls: 
     assert quiet_logs == hooked_logs
     assert quiet._train_counter == hooked._train_counter == len(counter.ends)
     assert counter.ends == ([0, 1, 2, 0, 1, 2] if cls is Model else [0, 1, 2, 0])
+
+
+def test_the_compiled_loss_per_step_call_equals_the_container_call() -> None:
+    from distrib.training.compile_utils import LossesContainer
+
+    y, pred = torch.tensor([0, 2, 1]), torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    both = []
+    for per_step in (False, True):
+        container = LossesContainer(losses.SparseCategoricalCrossentropy(from_logits=True))
+        first = container(y, pred, None, 6, 2)  # builds it: one output
+        call = container.step_loss() if per_step else container
+        second = call(y[:2], pred[:2], None, 6, 2)
+        both.append((first, second, float(container.metrics[0].result())))
+    assert both[0] == both[1]
+    multi = LossesContainer("mse")
+    multi((torch.zeros(2, 1), torch.zeros(2, 1)), (torch.ones(2, 1), torch.ones(2, 1)))
+    assert multi.step_loss() == multi.__call__  # several outputs: the general call

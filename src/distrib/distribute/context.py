@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from distrib.distribute.replica_context import ReplicaContext
 
 __all__ = ["get_strategy", "has_strategy", "in_cross_replica_context", "get_replica_context",
-           "enter", "current_frame", "set_default_strategy_factory", "experimental_set_strategy"]
+           "enter", "ReplicaStep", "current_frame", "set_default_strategy_factory",
+           "experimental_set_strategy"]
 
 
 @dataclass
@@ -137,6 +138,53 @@ class enter:  # noqa: N801 - used as a function: ``with context.enter(strategy):
 
     def __exit__(self, *exc: object) -> None:
         _stack.frames.pop()
+
+
+class ReplicaStep:
+    """``fn`` prepared to run many times as a replica's step, each time in a new
+    :class:`ReplicaContext` (what ``fit`` runs at every step).
+
+    ``step(args, global_batch_size)`` does what ::
+
+        with enter(strategy, ReplicaContext(strategy, replica_id, global_batch_size)):
+            return fn(*args)
+
+    does, in fewer Python calls: a training step of a small model takes about a
+    millisecond, and every call made around it is part of that millisecond.
+
+    Args:
+        strategy: the strategy the replica belongs to.
+        replica_id: the replica's id in sync group.
+        fn: the replica function.
+
+    Example:
+        >>> step = ReplicaStep(get_strategy(), 0, lambda: get_replica_context() is not None)
+        >>> with enter(get_strategy()):
+        ...     step(())
+        True
+    """
+
+    __slots__ = ("_strategy", "_replica_id", "_fn", "_context_type")
+
+    def __init__(self, strategy: Any, replica_id: int, fn: Callable[..., Any]) -> None:
+        from distrib.distribute.replica_context import ReplicaContext
+
+        self._strategy = strategy
+        self._replica_id = replica_id
+        self._fn = fn
+        self._context_type = ReplicaContext
+
+    def __call__(self, args: tuple[Any, ...], global_batch_size: int | None = None) -> Any:
+        strategy, frames = self._strategy, _stack.frames
+        if frames and frames[-1].strategy is not strategy:
+            _refuse_mixing(frames[-1], strategy)
+        frames.append(_Frame(strategy, self._context_type(strategy, self._replica_id,
+                                                          global_batch_size),
+                             strategy is _default_strategy))
+        try:
+            return self._fn(*args)
+        finally:
+            frames.pop()
 
 
 def _refuse_mixing(frame: _Frame, strategy: Any) -> None:

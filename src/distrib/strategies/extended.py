@@ -72,6 +72,9 @@ class StrategyExtended:
     ``_call_for_each_replica(fn, args, kwargs, global_batch_size)``
         how a step runs (``strategy.run`` and ``Model.fit``): once, on this process's
         replica, in a :class:`ReplicaContext`.
+    ``_step_runner(fn)``
+        the same for a function run at every step (:meth:`step_runner`); a strategy that
+        overrides ``_call_for_each_replica`` overrides this too.
     ``_execution()``
         a context around the steps that run as one execution (``steps_per_execution``
         steps of ``fit``, one call of a ``distrib.function``): nothing to do, every
@@ -205,6 +208,36 @@ class StrategyExtended:
                 return fn(*args, **kwargs)
         with context.enter(strategy, ctx), self._comm.guard("running the replica function"):
             return fn(*args, **kwargs)
+
+    def step_runner(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` prepared to run as this replica's step many times.
+
+        ``runner(args, global_batch_size)`` is
+        ``call_for_each_replica(fn, args, global_batch_size=global_batch_size)`` for
+        ``args`` that hold no distributed value (this replica's own batch), with the
+        work that is the same at every step done once.  ``Model.fit`` runs its training
+        steps through one.
+
+        Example::
+
+            step = strategy.extended.step_runner(train_step)
+            for batch in batches:
+                step((batch,), 64)
+        """
+        return self._step_runner(fn)
+
+    def _step_runner(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        strategy = self._strategy
+        assert strategy is not None
+        step = context.ReplicaStep(strategy, self._group.replica_id, fn)
+        comm = self._comm
+        if comm is None:  # a group of one: no collective to guard
+            return step
+
+        def guarded(args: tuple[Any, ...], global_batch_size: int | None = None) -> Any:
+            with comm.guard("running the replica function"):
+                return step(args, global_batch_size)
+        return guarded
 
     def execution(self) -> contextlib.AbstractContextManager[None]:
         """A context around steps that form one execution (TF's ``steps_per_execution``).

@@ -136,6 +136,11 @@ class _TPUExtended(StrategyExtended):
         with self._execution():
             return super()._call_for_each_replica(fn, args, kwargs, global_batch_size)
 
+    def _step_runner(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def step(args: tuple[Any, ...], global_batch_size: int | None = None) -> Any:
+            return self._call_for_each_replica(fn, args, {}, global_batch_size)
+        return step
+
     @contextlib.contextmanager
     def _execution(self) -> Iterator[None]:
         self._depth += 1

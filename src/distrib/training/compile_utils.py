@@ -23,7 +23,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -176,6 +177,14 @@ class WeightedLoss(Metric):
         value = total.item() if total.is_cpu else total.detach()  # as Metric._defer keeps it
         self._pending += ((2 * index, value, scale), (2 * index + 1, count, 1.0))
 
+    def add_in_step(self, index: int, total: torch.Tensor, count: float,
+                    scale: float = 1.0) -> None:
+        """:meth:`add` from a replica step of the strategy the tracker was first updated
+        in (``fit``'s own step, after its first): what ``add`` checks is known to hold."""
+        self._version += 1
+        value = total.item() if total.is_cpu else total.detach()
+        self._pending += ((2 * index, value, scale), (2 * index + 1, count, 1.0))
+
     def update_state(self, *args: Any, **kwargs: Any) -> None:
         raise UsageError("WeightedLoss is updated by the loss container; use add()")
 
@@ -274,8 +283,28 @@ class LossesContainer:
                                      "give compile() a loss for at least one output"))
         return total
 
+    def step_loss(self) -> Callable[..., torch.Tensor]:
+        """The call ``fit``'s default step makes at every step once this container is built:
+        for one output with a loss, :meth:`__call__` without its per-output dispatch and
+        with the tracker's checks made (they held at the first step); else ``__call__``.
+
+        Example:
+            >>> losses = LossesContainer("mse")
+            >>> _ = losses(torch.zeros(2, 1), torch.ones(2, 1), global_rows=2)
+            >>> step = losses.step_loss()
+            >>> float(step(torch.zeros(2, 1), torch.ones(2, 1), None, 2, 1))
+            1.0
+        """
+        if self._names is None or len(self._losses) != 1 or self._losses[0] is None \
+                or self._per_output:
+            return self.__call__
+        return functools.partial(self._one, 0, self._losses[0], in_step=True)
+
     def _one(self, i: int, loss: Loss, y_true: Any, y_pred: torch.Tensor, weight: Any,
-             global_rows: int | None, num_replicas: int) -> torch.Tensor:
+             global_rows: int | None, num_replicas: int, in_step: bool = False
+             ) -> torch.Tensor:
+        if in_step and not isinstance(y_pred, torch.Tensor):  # not one output this time
+            return self(y_true, y_pred, weight, global_rows, num_replicas)
         if y_true is None:
             raise UsageError(explain("y", None, "the compiled loss needs targets",
                                      "pass y (or a dataset of (x, y) pairs), or override "
@@ -299,7 +328,10 @@ class LossesContainer:
             count = float(n)
             factor = self._weights[i] * scale / denominator if n and denominator else 0.0
         assert self._total is not None
-        self._total.add(i, value, count, scale)
+        if in_step:
+            self._total.add_in_step(i, value, count, scale)
+        else:
+            self._total.add(i, value, count, scale)
         if self._per_output:
             self._per_output[i].update_sum(value, count, scale)
         return value if factor == 1.0 else value * factor  # value * 0.0 when nothing counts

@@ -51,6 +51,7 @@ from distrib import nest
 from distrib.data import Dataset
 from distrib.distribute import context
 from distrib.distribute.group import ReplicaGroupInfo
+from distrib.distribute.values import unwrap
 from distrib.errors import UsageError, explain
 from distrib.input import (
     DistributedDataset,
@@ -236,6 +237,7 @@ class _ArraySource:
         first, self._skip = self._skip * g_size, 0
         data, n = self._data, self._n
         flat = all(type(v) is torch.Tensor for v in data)  # (x, y): slice without a nest walk
+        pair = flat and len(data) == 2
         full = replica_rows(g_size, g_size, r, rid)  # this replica's rows of a full batch
         for start in range(first, n, g_size):
             lo, hi = full if n - start >= g_size else \
@@ -243,7 +245,10 @@ class _ArraySource:
             index: slice | torch.Tensor = slice(start + lo, start + hi)
             if order is not None:
                 index = order[start + lo:start + hi]
-            batch = tuple([v[index] for v in data]) if flat else _take(data, index)
+            if pair:  # (x, y), the common case, without a loop
+                batch = (data[0][index], data[1][index])
+            else:
+                batch = tuple([v[index] for v in data]) if flat else _take(data, index)
             if place is not None:
                 yield place(batch)
             else:
@@ -362,12 +367,15 @@ class DataHandler:
         return self._fresh or self._steps_arg is None or self._steps_arg == self._cardinality
 
     def epoch(self, start_step: int = 0) -> Iterator[tuple[int, Any, int | None]]:
-        """``(step, batch, global_rows)`` for one epoch (from ``start_step`` when resuming)."""
+        """``(step, batch, global_rows)`` for one epoch (from ``start_step`` when resuming);
+        ``batch`` is this replica's own (never a distributed value)."""
         if self._fresh_iterator_each_epoch() and start_step == 0:
             self._iterator = None
         limit = self._steps_arg
         step = start_step
         known = self._rows if self._rows is not None else []  # global rows of each batch
+        # A distributed dataset's batches may come as PerReplica: yield this replica's own.
+        local = isinstance(self._dataset, DistributedDataset)
         while limit is None or step < limit:
             if self._iterator is None:
                 self._iterator = iter(self._dataset)
@@ -388,6 +396,8 @@ class DataHandler:
                     "batches. You may need to use the repeat() function when building your "
                     "dataset.", stacklevel=3)
                 return
+            if local:
+                batch = unwrap(batch)
             position = self._position
             self._position = position + 1
             yield step, batch, known[position] if position < len(known) else None

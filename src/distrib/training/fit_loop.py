@@ -80,6 +80,8 @@ class _Runner:
         self.class_weights: torch.Tensor | None = None  # fit's, for batches of a dataset
         # The step fit runs (made when training starts: compile() may come after __init__).
         self.train_function: TrainFunction = user_step(model)
+        # ``train``'s replica step, with what is the same at every step done once.
+        self.train_step = self.ext.step_runner(self._train_replica)
 
     def use(self, handler: DataHandler) -> DataHandler:
         """Note whether ``handler``'s batches need no conversion; returns it."""
@@ -113,8 +115,7 @@ class _Runner:
 
     def train(self, batch: Any, known_rows: int | None) -> Any:
         """One training step; ``known_rows`` is the step's global batch size when known."""
-        return self.ext.call_for_each_replica(self._train_replica, (batch, known_rows),
-                                              global_batch_size=known_rows)
+        return self.train_step((batch, known_rows), known_rows)
 
     def test(self, batch: Any) -> Any:
         return self.ext.call_for_each_replica(self._test_replica, (batch,))
@@ -396,10 +397,10 @@ def _quiet_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
     The same steps in the same order; only the calls that would do nothing are left
     out, and the extras are read from the last step's result alone (as they are kept).
     """
-    model = runner.model
+    model, train = runner.model, runner.train_step
     out: Any = None
     for step, batch, rows in batches:
-        out = runner.train(batch, rows)
+        out = train((batch, rows), rows)
         training.batch_done(step + 1)
         if model.stop_training:
             break

@@ -68,6 +68,8 @@ class DefaultStep:
         metrics = model.compiled_metrics
         self.with_metrics = metrics is not None and not metrics.empty
         self.results: Mapping[str, Any] | None = None
+        # The compiled loss's per-step call, once its first call has built it.
+        self.step_loss: Callable[..., torch.Tensor] | None = None
 
     def __call__(self, data: Any, global_rows: int | None) -> Any:
         model = self.model
@@ -81,9 +83,13 @@ class DefaultStep:
             local = rows_of(y)
             global_rows = ctx.global_batch_size(local) if ctx is not None \
                 else local * self.replicas
-        assert self.loss is not None
-        loss: torch.Tensor = self.loss(y, y_pred, None, global_rows=global_rows,
-                                       num_replicas=self.replicas)
+        step_loss = self.step_loss
+        if step_loss is None:
+            assert self.loss is not None
+            loss: torch.Tensor = self.loss(y, y_pred, None, global_rows, self.replicas)
+            self.step_loss = self.loss.step_loss()
+        else:
+            loss = step_loss(y, y_pred, None, global_rows, self.replicas)
         if loss.requires_grad:  # minimize(): nothing trains when every weight is frozen
             optimizer = model.optimizer
             loss.backward()  # type: ignore[no-untyped-call]

@@ -13,7 +13,7 @@ compilation (steady state; the compile time itself is printed separately):
   on one GPU (goal: fit >= 0.98x the raw loop).
 
     python bench/bench_jit.py [--steps 40] [--batch 64] [--gpu-batch 1024] [--repeats 2]
-                              [--json out.json]
+                              [--devices all|cpu|cuda] [--json out.json]
 
 Not a test: it measures, it asserts nothing.
 """
@@ -189,6 +189,8 @@ def main() -> None:
     ap.add_argument("--gpu-batch", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--devices", choices=("all", "cpu", "cuda"), default="all",
+                    help="which rows to measure (default: the CPU's, and the GPU's where CUDA is)")
     ap.add_argument("--worker", nargs=4, default=None)
     args = ap.parse_args()
     if args.worker:
@@ -200,8 +202,8 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     print("| device | row | batch | unit | contender | baseline | ratio | compile+warm-up s |")
     print("|---|---|---|---|---|---|---|---|")
-    plans = [("cpu:0", args.batch, PAIRS)]
-    if torch.cuda.is_available():
+    plans = [("cpu:0", args.batch, PAIRS)] if args.devices != "cuda" else []
+    if torch.cuda.is_available() and args.devices != "cpu":
         plans.append(("cuda:0", args.gpu_batch, PAIRS + GPU_ONLY))
     for device, batch, pairs in plans:
         for row, unit, contender, baseline in pairs:

@@ -10,6 +10,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 FAST := -m "not slow"
+# Tests run in 2 pytest-xdist workers, a test file per worker at a time (module fixtures
+# are shared by a file's tests): most tests wait on processes of their own, and two at once
+# keep both cores of a small machine busy. `make test XDIST=` runs the tests one by one.
+XDIST ?= -n 2 --dist loadfile
 
 .PHONY: demo test test-pinned test-floor test-newest test-fast lint bench clean
 
@@ -54,17 +58,17 @@ lint: $(STAMP)
 test: test-pinned test-floor test-newest
 
 test-pinned: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
 
 test-floor: .venv-floor/.installed
-	.venv-floor/bin/python -m pytest -q $(FAST)
+	.venv-floor/bin/python -m pytest -q $(XDIST) $(FAST)
 
 test-newest: .venv-newest/.installed
-	.venv-newest/bin/python -m pytest -q $(FAST)
+	.venv-newest/bin/python -m pytest -q $(XDIST) $(FAST)
 
 # Quick local runs: lint and the fast suite on the pinned torch only.
 test-fast: lint
-	$(PY) -m pytest -q $(FAST)
+	$(PY) -m pytest -q $(XDIST) $(FAST)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -18,6 +18,10 @@ Every dataset node implements a small protocol used by this package and by
 ``_stream(ctx)``  the elements of one iteration, for streaming nodes;
 ``_elements(ctx)`` the elements of one iteration, whatever the kind.
 
+The module stays whole (about 520 lines): it is ``tf.data.Dataset``'s one public class,
+whose methods each build a node of :mod:`distrib.data` and check their arguments; the
+nodes themselves live in the modules beside it.
+
 Example:
     >>> ds = Dataset.range(10).shuffle(10, seed=1).batch(4)
     >>> [b.tolist() for b in ds] == [b.tolist() for b in ds]   # a new order per epoch

@@ -7,7 +7,7 @@ Metric states stay local until logs are needed: at the end of an epoch (one
 all-reduce of every state at once), and for batch callbacks only when one needs
 the values — every call for callbacks that read batch logs, every few steps for
 the progress bar.  Whether to synchronise is decided identically on every
-replica, so the collectives always match.  The module stays whole (about 500
+replica, so the collectives always match.  The module stays whole (about 560
 lines): the three loops share their per-step helpers, which a split would move behind
 another module boundary on the hot path.
 

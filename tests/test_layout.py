@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "distrib"
@@ -30,12 +32,22 @@ def test_nothing_is_unpickled_from_the_network() -> None:
     # exception is rpc/pickling.py: the functions ParameterServerStrategy's chief sends to
     # its workers, unpickled only after their MAC with the cluster's secret was verified
     # over the whole message (rpc/transport.py; tests/coordinator/test_rpc.py).
-    # checkpoint/storage.py reads DCP's ``.metadata`` files (not the network) with an
+    # checkpoint/dcp_files.py reads DCP's ``.metadata`` files (not the network) with an
     # unpickler that accepts only DCP's metadata classes (tests/checkpoint/).
     pattern = re.compile(r"(gather|broadcast|scatter|send|recv)_object(_list)?\(|"
                          r"import pickle|pickle\.loads|torch\.distributed\.rpc")
     offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                  if pattern.search(p.read_text())
                  and p.relative_to(SRC).as_posix() not in ("rpc/pickling.py",
-                                                           "checkpoint/storage.py")]
+                                                           "checkpoint/dcp_files.py")]
     assert offenders == [], f"pickle-based communication in: {offenders}"
+
+
+def test_a_program_that_never_checkpoints_does_not_import_dcp() -> None:
+    # torch.distributed.checkpoint brings DTensor and sympy: about a second of start-up
+    # for every process, paid only by one that saves or restores.
+    code = ("import sys, distrib, distrib.training, distrib.strategies, distrib.checkpoint; "
+            "print('torch.distributed.checkpoint' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.strip() == "False"

@@ -16,6 +16,7 @@ Reading never runs code from the files: ``.metadata`` (which DCP pickles) is rea
 an unpickler that accepts only DCP's metadata classes, torch dtypes and sizes;
 tensors are read with ``torch.load(weights_only=True)``; non-tensor items, which DCP
 would unpickle freely, are refused (distrib never writes any: structure is JSON).
+The DCP side lives in :mod:`distrib.checkpoint.dcp_files`, imported on first use.
 
 Example::
 
@@ -26,83 +27,20 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-import pickle
 import shutil
 import tempfile
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import CheckpointException
-from torch.distributed.checkpoint import metadata as dcp_metadata
-from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
-from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 
 from distrib.errors import CheckpointError, explain
 
 __all__ = ["write_directory", "read_directory", "read_tensor_metadata", "partial_name",
            "check_writable", "remove_directory", "is_partial", "clear_partial"]
 
-_METADATA = ".metadata"
 _PARTIAL = ".partial"
-
-_ALLOWED_CLASSES = {
-    ("torch.distributed.checkpoint.metadata", name) for name in (
-        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
-        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING")
-} | {
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
-    ("torch", "Size"), ("torch.serialization", "_get_layout"),
-    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"),
-    ("pathlib", "PureWindowsPath"), ("collections", "OrderedDict"),
-}
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    """Unpickles DCP's ``.metadata`` and nothing else: unknown classes are refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _ALLOWED_CLASSES or (
-                module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
-            return super().find_class(module, name)
-        raise CheckpointError(f"checkpoint metadata refers to {module}.{name}, which a DCP "
-                              "metadata file never holds: the file is corrupt or not a "
-                              "checkpoint (nothing from it was run)")
-
-
-class _SafeReader(FileSystemReader):
-    """DCP's file reader with a metadata reader that cannot run code."""
-
-    def read_metadata(self, *args: Any, **kwargs: Any) -> dcp_metadata.Metadata:
-        path = os.path.join(os.fspath(self.path), _METADATA)
-        try:
-            with open(path, "rb") as f:
-                metadata = _MetadataUnpickler(io.BytesIO(f.read())).load()
-        except CheckpointError:
-            raise
-        except FileNotFoundError:
-            raise CheckpointError("it has no .metadata file (the save did not finish)") \
-                from None
-        except Exception as exc:  # truncated or garbled pickle
-            raise CheckpointError(f"its .metadata file is unreadable ({exc!r})") from None
-        if not isinstance(metadata, dcp_metadata.Metadata):
-            raise CheckpointError("its .metadata file does not hold DCP metadata")
-        storage_meta = getattr(metadata, "storage_meta", None)
-        if storage_meta is None:
-            storage_meta = metadata.storage_meta = dcp_metadata.StorageMeta()
-        storage_meta.load_id = getattr(self, "load_id", None)
-        return metadata
-
-
-class _TensorsOnlyPlanner(DefaultLoadPlanner):
-    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
-        raise CheckpointError("the checkpoint holds a pickled (non-tensor) item, which "
-                              "distrib never writes and does not load")
-
 
 def partial_name(path: str) -> str:
     """The hidden name a checkpoint is written under before it is complete.
@@ -192,19 +130,15 @@ def write_directory(path: str, tensors: dict[str, torch.Tensor], group: Any,
     (:func:`clear_partial` on the chief, then an agreement of every replica): removing it
     here would race with the other replicas creating it.
     """
+    from distrib.checkpoint import dcp_files  # on first use: DCP's import takes a second
+
     path = os.path.abspath(path)
     partial = partial_name(path)
-    writer = FileSystemWriter(partial, single_file_per_rank=True, sync_files=True,
-                              overwrite=True)
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*existing checkpoint.*")
-            warnings.filterwarnings("ignore", message=".*assuming the intent is.*")
-            dcp.save(tensors, storage_writer=writer, process_group=group,
-                     no_dist=group is None)
+        dcp_files.save(tensors, partial, group)
         if is_chief:
             _commit(partial, path)
-    except (Exception, CheckpointException) as exc:
+    except (Exception, dcp_files.CheckpointException) as exc:
         if is_chief:
             remove_directory(partial)
         needed = sum(t.numel() * t.element_size() for t in tensors.values())
@@ -227,9 +161,11 @@ def clear_partial(path: str) -> None:
 
 def read_tensor_metadata(path: str) -> dict[str, tuple[torch.Size, torch.dtype]]:
     """``{key: (size, dtype)}`` of every tensor of the checkpoint at ``path`` (validated)."""
+    from distrib.checkpoint import dcp_files  # on first use: DCP's import takes a second
+
     if not os.path.isdir(path):
         raise CheckpointError("no such checkpoint directory")
-    metadata = _SafeReader(path).read_metadata()
+    metadata = dcp_files.SafeReader(path).read_metadata()
     for info in (metadata.storage_data or {}).values():
         file = os.path.join(path, str(info.relative_path))
         size = os.path.getsize(file) if os.path.isfile(file) else -1
@@ -240,7 +176,7 @@ def read_tensor_metadata(path: str) -> dict[str, tuple[torch.Size, torch.dtype]]
                                   f"({size} of {info.offset + info.length} bytes)")
     out: dict[str, tuple[torch.Size, torch.dtype]] = {}
     for key, md in metadata.state_dict_metadata.items():
-        if isinstance(md, dcp_metadata.TensorStorageMetadata):
+        if isinstance(md, dcp_files.TensorStorageMetadata):
             out[key] = (md.size, md.properties.dtype)
     return out
 
@@ -252,16 +188,15 @@ def read_directory(path: str, want: Callable[[str], bool] = lambda key: True
     Each replica reads on its own (no collective).  Raises :class:`CheckpointError`
     naming the problem when the directory is incomplete, truncated or corrupt.
     """
+    from distrib.checkpoint import dcp_files  # on first use: DCP's import takes a second
+
     sizes = read_tensor_metadata(path)
     state = {key: torch.empty(size, dtype=dtype) for key, (size, dtype) in sizes.items()
              if want(key)}
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*assuming the intent is.*")
-            dcp.load(state, storage_reader=_SafeReader(path), planner=_TensorsOnlyPlanner(),
-                     no_dist=True)
+        dcp_files.load(state, path)
     except CheckpointError:
         raise
-    except (Exception, CheckpointException) as exc:
+    except (Exception, dcp_files.CheckpointException) as exc:
         raise CheckpointError(f"its data could not be read ({_reason(exc)})") from None
     return state

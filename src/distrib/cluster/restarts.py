@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from distrib.cluster.env import get
+from distrib.cluster.ports import free_ports
 from distrib.errors import ConfigError, explain
 
 __all__ = ["exit_reason", "Attempt", "run_with_restarts", "max_restarts_from_env",
@@ -115,12 +115,6 @@ def max_restarts_from_env() -> int:
     return int(raw)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -157,7 +151,7 @@ class LocalReplicaSupervisor:
         sys.stderr.flush()
 
     def _start(self, number: int) -> None:
-        port = _free_port()
+        port, = free_ports(1)
         self.children = []
         for rank in range(self.local_world_size):
             env = dict(os.environ)

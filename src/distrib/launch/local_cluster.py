@@ -1,7 +1,8 @@
 """``distrib run --cluster "chief=1,worker=2"``: every task of a TF_CONFIG cluster on this machine.
 
 Each task is one process running the same program, with its own ``TF_CONFIG``
-(addresses on 127.0.0.1, ports chosen by the OS).  Their output is streamed
+(addresses on 127.0.0.1, free ports outside the OS's ephemeral range, see
+:mod:`distrib.cluster.ports`).  Their output is streamed
 line by line with a ``[worker:1] `` prefix.  The launcher
 
 * gives every task the same fresh secret (``DISTRIB_CLUSTER_SECRET``, kept if set)
@@ -27,7 +28,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -44,6 +44,7 @@ from distrib.cluster.env import (
     cluster_secret,
     get,
 )
+from distrib.cluster.ports import free_ports
 from distrib.cluster.restarts import exit_reason
 from distrib.cluster.roles import TASK_TYPES, suggest, validate_cluster_wide
 from distrib.errors import ConfigError, explain
@@ -100,27 +101,14 @@ def parse_cluster_arg(text: str) -> dict[str, int]:
     return jobs
 
 
-def _free_ports(n: int, host: str) -> list[int]:
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(n):  # all open at once, so the OS gives distinct ports
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            sockets.append(s)
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def local_cluster(jobs: dict[str, int], host: str = "127.0.0.1") -> dict[str, list[str]]:
-    """A TF_CONFIG ``cluster`` for ``jobs`` on ``host``, with ports the OS reports free.
+    """A TF_CONFIG ``cluster`` for ``jobs`` on ``host``, with free ports outside the OS's ephemeral range.
 
     Example:
         >>> sorted(local_cluster({"worker": 2}))
         ['worker']
     """
-    ports = iter(_free_ports(sum(jobs.values()), host))
+    ports = iter(free_ports(sum(jobs.values()), host))
     order = [job for job in TASK_TYPES if job in jobs]
     cluster = {job: [f"{host}:{next(ports)}" for _ in range(jobs[job])] for job in order}
     validate_cluster_wide(cluster)

@@ -17,13 +17,13 @@ import gc
 import json
 import os
 import signal
-import socket
 import sys
 import time
 
 import torch
 
 import distrib
+from distrib.cluster.ports import free_ports
 from distrib.data import Dataset
 
 RUN_TIMEOUT = 120.0
@@ -40,16 +40,6 @@ def program() -> None:
     for _ in range(3):
         next(it)
     KEPT.extend([strategy, it])
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [int(s.getsockname()[1]) for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def start(tf_config: str) -> int:

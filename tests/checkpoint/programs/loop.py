@@ -24,6 +24,7 @@ import signal
 import numpy as np
 import torch
 from torch import nn
+from torch.distributed.checkpoint.filesystem import FileSystemWriter
 
 import distrib
 import distrib.checkpoint.storage as storage
@@ -53,7 +54,7 @@ def install_save_fault(spec: str, rank: int, step: torch.Tensor) -> None:
             original_commit(partial, final)
         storage._commit = commit
         return
-    writer = storage.FileSystemWriter
+    writer = FileSystemWriter  # the class DCP writes with (distrib.checkpoint.dcp_files)
     original_write = writer.write_data
 
     def write_data(self, plan, planner):  # type: ignore[no-untyped-def]

@@ -12,8 +12,7 @@ STAMP := $(VENV)/.installed
 FAST := -m "not slow"
 # `make test XDIST="-n 2 --dist loadfile"` runs the tests in two pytest-xdist workers, a
 # test file per worker at a time (module fixtures run once): about 30 % less wall time on a
-# 2-core machine. Not the default: in one of five such runs two files' localhost clusters
-# crossed (a gloo size mismatch in one of them), which one test at a time never showed.
+# 2-core machine (docs/architecture.md, "Ports", says how tests keep their clusters apart).
 XDIST ?=
 
 .PHONY: demo test test-pinned test-floor test-newest test-fast lint bench clean

@@ -102,7 +102,7 @@ def parse_cluster_arg(text: str) -> dict[str, int]:
 
 
 def local_cluster(jobs: dict[str, int], host: str = "127.0.0.1") -> dict[str, list[str]]:
-    """A TF_CONFIG ``cluster`` for ``jobs`` on ``host``, with free ports outside the OS's ephemeral range.
+    """A TF_CONFIG ``cluster`` for ``jobs`` on ``host`` (free ports, see ``cluster.ports``).
 
     Example:
         >>> sorted(local_cluster({"worker": 2}))

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from distrib.cluster.ports import free_ports
 
 WARMUP = 10
 STEPS = {"mlp": 400, "cnn": 100}  # default timed steps: about half a second or more
@@ -135,12 +136,6 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> dict[str, floa
     return result if rank == 0 else {}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def measure(kind: str, model: str, replicas: int, steps: int, batch: int, threads: int,
             pin: bool) -> dict[str, float]:
     """Rank 0's median seconds per step and CPU seconds per step (fresh processes)."""
@@ -154,7 +149,7 @@ def measure(kind: str, model: str, replicas: int, steps: int, batch: int, thread
         out = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=600)
         texts = [out.stdout, out.stderr]
     else:
-        port = str(_free_port())
+        port = str(free_ports(1)[0])
         procs = [subprocess.Popen(cmd, env={**base, "RANK": str(r), "WORLD_SIZE": str(replicas),
                                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

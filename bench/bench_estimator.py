@@ -217,8 +217,11 @@ def measure(kind: str, model: str, replicas: int, short: int, steps: int, batch:
         out = subprocess.run(cmd, env=_env(threads), capture_output=True, text=True,
                              timeout=1800)
         return _times([out.stdout, out.stderr], kind)
+    from distrib.cluster.ports import free_ports
+
     cmd[3] = "estimator"
-    hosts = {job: [f"127.0.0.1:{bench_fit._free_port()}"] for job in ("chief", "ps")}
+    chief_port, ps_port = free_ports(2)
+    hosts = {"chief": [f"127.0.0.1:{chief_port}"], "ps": [f"127.0.0.1:{ps_port}"]}
     model_dir = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_est_ps_{os.getpid()}")
     procs = []
     for job in ("chief", "ps"):
@@ -248,7 +251,7 @@ def measure_both(model: str, replicas: int, short: int, steps: int, batch: int, 
 
 def raw(model: str, replicas: int, steps: int, batch: int, threads: int) -> list[float]:
     """bench_fit's raw loop has no per-call cost: ``[short share, t_long]`` of one loop."""
-    seconds = bench_fit.measure("ddp", model, replicas, steps, batch, threads)
+    seconds = bench_fit.measure("ddp", model, replicas, steps, batch, threads)["seconds"]
     return [0.0, seconds]
 
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -186,12 +185,6 @@ def run_tensorflow(model: str, replicas: int, steps: int, batch: int) -> Timing:
 
 
 # -------------------------------------------------------------------- driver
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
             if not k.startswith(("DISTRIB_", "TF_CONFIG", "RANK", "WORLD_SIZE", "MASTER_"))}
@@ -210,6 +203,8 @@ def measure(kind: str, model: str, replicas: int, steps: int, batch: int, thread
             ) -> dict[str, float]:
     """Rank 0's wall and CPU seconds for ``steps`` training steps (fresh processes,
     warm-up excluded)."""
+    from distrib.cluster.ports import free_ports  # here: a TensorFlow worker lacks distrib
+
     python = tf_python if kind == "tensorflow" else sys.executable
     cmd = [python, __file__, "--worker", kind, "--model", model, "--replicas", str(replicas),
            "--steps", str(steps), "--batch", str(batch)]
@@ -219,11 +214,11 @@ def measure(kind: str, model: str, replicas: int, steps: int, batch: int, thread
         out = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=1800)
         return _result([out.stdout, out.stderr], kind)
     if kind == "ddp":
-        port = str(_free_port())
+        port = str(free_ports(1)[0])
         envs = [{**base, "RANK": str(r), "WORLD_SIZE": str(replicas),
                  "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port} for r in range(replicas)]
     else:
-        hosts = [f"127.0.0.1:{_free_port()}" for _ in range(replicas)]
+        hosts = [f"127.0.0.1:{p}" for p in free_ports(replicas)]
         envs = [{**base, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_CONFIG": json.dumps(
             {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": r}})}
             for r in range(replicas)]

@@ -38,13 +38,15 @@ def test_shares_are_disjoint_slices_of_the_candidates() -> None:
 
 
 def test_a_taken_candidate_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as taken:
+    with socket.socket() as taken, socket.socket() as spare:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        port = taken.getsockname()[1]
-        monkeypatch.setattr(ports, "candidate_ports", lambda share, shares: range(port, port + 1))
-        # The only candidate is in use: the OS chooses instead, and never the taken port.
-        assert free_ports(1) != [port]
+        spare.bind(("127.0.0.1", 0))
+        busy, free = taken.getsockname()[1], spare.getsockname()[1]
+        spare.close()
+        monkeypatch.setattr(ports, "candidate_ports", lambda share, shares: [busy, free])
+        # The taken candidate fails to bind and is passed over for the free one.
+        assert free_ports(1) == [free]
 
 
 def test_an_unreadable_range_file_gives_linuxs_default(monkeypatch: pytest.MonkeyPatch) -> None:

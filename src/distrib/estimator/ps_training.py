@@ -49,7 +49,7 @@ from distrib.rpc import wire
 from distrib.rpc.auth import Authenticator
 from distrib.rpc.coordination import ClusterClient
 from distrib.rpc.placement import Placer
-from distrib.rpc.transport import RpcClient
+from distrib.rpc.transport import RpcClient, startup_timeout
 from distrib.rpc.variables import VariableClient
 
 __all__ = ["PsTraining", "uses_ps"]
@@ -106,9 +106,8 @@ class PsTraining:
         clients = [RpcClient(self.task, name, address, self._auth, self.timeout)
                    for name, address in self._ps]
         for client in clients:
-            client.ensure_ready(self.timeout, "start every task of the cluster, or raise "
-                                "RunConfig(communication_options="
-                                "distrib.CommunicationOptions(timeout_seconds=...))")
+            client.ensure_ready(startup_timeout(self.timeout), "start every task of the "
+                                "cluster, with the addresses TF_CONFIG gives them")
         self._clients = clients
         return clients
 
@@ -189,7 +188,9 @@ class PsTraining:
         for group in opt.param_groups:
             vids = [v for p in group["params"] if (v := variables.variable_id(p)) is not None]
             groups.append((_hyper(group), variables.shard_ids(vids)))
-        variables.send_code("SetOptimizer", {"opt": rid, "cls": type(opt), "groups": groups})
+        # a ps builds its first optimizer slowly (torch imports more): set-up, not steady state
+        variables.send_code("SetOptimizer", {"opt": rid, "cls": type(opt), "groups": groups},
+                            timeout=startup_timeout(self.timeout))
         self._hyper[rid] = repr([_hyper(g) for g in opt.param_groups])
         slots: dict[int, dict[str, Any]] = {}
         for param, state in opt.state.items():  # restored from the checkpoint
@@ -201,7 +202,8 @@ class PsTraining:
             variables.load_optimizer_state(rid, slots)
 
     def _await_chief(self, manifest: list[Any]) -> dict[str, Any]:
-        deadline = time.monotonic() + self.timeout
+        allowance = startup_timeout(self.timeout)  # the chief may start late: start-up
+        deadline = time.monotonic() + allowance
         waited = False
         while True:
             reply = self._call("EstReady", {})
@@ -210,7 +212,7 @@ class PsTraining:
             if time.monotonic() > deadline:
                 raise PeerLostError(
                     f"Lost task {CHIEF}: it did not create the variables on the ps tasks "
-                    f"within {self.timeout:.0f} s, so {self.task} cannot train. Fix: start the "
+                    f"within {allowance:.0f} s, so {self.task} cannot train. Fix: start the "
                     "chief (the same program with its TF_CONFIG).", lost=[CHIEF])
             if not waited:
                 _log.info("Waiting for model to be ready: the chief creates the variables.")

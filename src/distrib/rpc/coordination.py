@@ -34,7 +34,7 @@ from distrib.errors import PeerLostError, RemoteError
 from distrib.rpc import pickling, wire
 from distrib.rpc.auth import Authenticator
 from distrib.rpc.service import HEARTBEAT_SECONDS
-from distrib.rpc.transport import RpcClient
+from distrib.rpc.transport import RpcClient, startup_timeout
 from distrib.rpc.variables import VariableClient
 
 __all__ = ["ClusterClient", "WorkerBusyError", "remote_exception"]
@@ -124,15 +124,18 @@ class ClusterClient:
         return str(reply["incarnation"])
 
     def connect_ps(self) -> None:
-        """Wait for every ``ps`` task (at most the timeout) and start this chief's session.
+        """Wait for every ``ps`` task and start this chief's session.
+
+        A ``ps`` task gets :func:`~distrib.rpc.transport.startup_timeout` to start: at
+        least 180 s, or the communication timeout where that is longer.
 
         Raises:
-            PeerLostError: a ``ps`` task did not start within the timeout.
+            PeerLostError: a ``ps`` task did not start in that time.
         """
         for client in self.ps:
-            client.ensure_ready(self.timeout, "start every task of the cluster (the same "
-                                "program, each with its own TF_CONFIG), or raise "
-                                "CommunicationOptions(timeout_seconds=...)")
+            client.ensure_ready(startup_timeout(self.timeout), "start every task of the "
+                                "cluster (the same program, each with its own TF_CONFIG), "
+                                "with the addresses TF_CONFIG gives them")
             self._hello(client)
         self._beats = threading.Thread(target=self._beat_loop, name="distrib-ps-heartbeat",
                                        daemon=True)

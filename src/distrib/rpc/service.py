@@ -33,7 +33,7 @@ from collections.abc import Callable
 from distrib.errors import PeerLostError
 from distrib.rpc import wire
 from distrib.rpc.auth import Authenticator
-from distrib.rpc.transport import Handler, RpcServer
+from distrib.rpc.transport import Handler, RpcServer, startup_timeout
 
 __all__ = ["TaskService", "HEARTBEAT_SECONDS"]
 
@@ -80,7 +80,13 @@ class TaskService:
         self._last_contact = time.monotonic()
 
     def seconds_since_contact(self) -> float:
-        """Seconds since the chief's last ``Hello`` or ``Beat`` (or since this service was made)."""
+        """Seconds since the chief's last ``Hello`` or ``Beat``; 0 before its first (start-up).
+
+        Before the chief's first session the task waits for it to start (see
+        :meth:`serve`), which is not silence.
+        """
+        if self._session is None:
+            return 0.0
         return time.monotonic() - self._last_contact
 
     def _join_session(self, session: str) -> None:
@@ -108,19 +114,23 @@ class TaskService:
         """Serve until the chief says Shutdown.
 
         Raises:
-            PeerLostError: no chief connected, or the chief went silent, for ``timeout`` s.
+            PeerLostError: no chief connected within the start-up allowance
+                (:func:`~distrib.rpc.transport.startup_timeout`), or the chief went
+                silent for ``timeout`` s.
         """
         self.server.start()
         try:
             while not self._stop.wait(0.2):
                 silent = time.monotonic() - self._last_contact
-                if silent > self.timeout:
-                    what = ("did not connect" if self._session is None else
-                            "stopped sending heartbeats")
+                starting = self._session is None
+                limit = startup_timeout(self.timeout) if starting else self.timeout
+                if silent > limit:
+                    what = "did not connect" if starting else "stopped sending heartbeats"
                     raise PeerLostError(
                         f"Lost task {self.chief}: the chief {what} for {silent:.0f} s "
-                        f"(communication timeout {self.timeout:.0f} s), so {self.task} "
-                        "stops serving. Fix: restart the chief (and this task); training "
-                        "resumes from the chief's latest checkpoint.", lost=[self.chief])
+                        f"({'start-up allowance' if starting else 'communication timeout'} "
+                        f"{limit:.0f} s), so {self.task} stops serving. Fix: restart the "
+                        "chief (and this task); training resumes from the chief's latest "
+                        "checkpoint.", lost=[self.chief])
         finally:
             self.server.stop(grace=1.0)

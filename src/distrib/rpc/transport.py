@@ -22,6 +22,12 @@ that one HTTP/2 stream of one connection, where no other party can insert any.  
 that does not come within the client's timeout fails the stream with
 :class:`~distrib.errors.PeerLostError`, and code never travels on a stream.
 
+Start-up is not steady state: a task may start seconds after the others, and its first
+set-up call (building an optimizer imports a large part of torch) can take longer than a
+communication timeout chosen to detect a lost task quickly.  Waiting for a task to start
+and the one-time set-up calls therefore use :func:`startup_timeout`, at least
+:data:`STARTUP_SECONDS`; every other call uses the communication timeout.
+
 Example (two objects in one process)::
 
     auth = Authenticator("secret")
@@ -45,7 +51,8 @@ import grpc
 from distrib.errors import ConfigError, PeerLostError, RemoteError, explain
 from distrib.rpc.auth import Authenticator
 
-__all__ = ["RpcServer", "RpcClient", "RpcStream", "Handler", "SERVICE", "STREAM_SUFFIX"]
+__all__ = ["RpcServer", "RpcClient", "RpcStream", "Handler", "SERVICE", "STREAM_SUFFIX",
+           "STARTUP_SECONDS", "startup_timeout"]
 
 SERVICE = "distrib.Task"
 Handler = Callable[[bytes, str], bytes]
@@ -55,8 +62,20 @@ _FROM = "x-distrib-from"
 STREAM_SUFFIX = "Stream"
 _LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                grpc.StatusCode.CANCELLED)
+#: The least time to wait for a task to start or to answer a one-time set-up call.
+STARTUP_SECONDS = 180.0
 _MESSAGE_LIMITS = [("grpc.max_send_message_length", -1),
                    ("grpc.max_receive_message_length", -1)]
+
+
+def startup_timeout(timeout: float) -> float:
+    """How long to wait for a task to start, or for a set-up call, given the communication timeout.
+
+    Example:
+        >>> startup_timeout(3.0), startup_timeout(600.0)
+        (180.0, 600.0)
+    """
+    return max(timeout, STARTUP_SECONDS)
 
 
 class RpcServer:

@@ -389,11 +389,14 @@ class VariableClient:
                 self.local[vid].copy_(v)
         self.pull(list(values))
 
-    def send_code(self, method: str, request: Any) -> None:
-        """Send a pickled ``request`` (a code method) to every ``ps`` and wait for them."""
+    def send_code(self, method: str, request: Any, timeout: float | None = None) -> None:
+        """Send a pickled ``request`` (a code method) to every ``ps`` and wait for them.
+
+        ``timeout``: the deadline of each call (default: the clients' timeout).
+        """
         self.settle()
         blob = pickling.dumps(request)
-        waits = [c.future(method, blob, code=True) for c in self.ps]
+        waits = [c.future(method, blob, code=True, timeout=timeout) for c in self.ps]
         for wait in waits:
             wait()
 

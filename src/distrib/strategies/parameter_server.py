@@ -49,7 +49,7 @@ from distrib.rpc.coordination import ClusterClient
 from distrib.rpc.executor import EXECUTOR_CODE_METHODS, ClosureExecutor
 from distrib.rpc.placement import Placer, VariablePlacement
 from distrib.rpc.service import TaskService
-from distrib.rpc.transport import RpcClient
+from distrib.rpc.transport import RpcClient, startup_timeout
 from distrib.rpc.variables import (
     STORE_CODE_METHODS,
     STORE_METHODS,
@@ -312,7 +312,8 @@ class ParameterServerStrategyExtended(StrategyExtended):
             groups.append((_hyper(group), variables.shard_ids(vids)))
         rid = self._new_id()
         variables.send_code("SetOptimizer", {"opt": rid, "cls": type(optimizer),
-                                             "groups": groups})
+                                             "groups": groups},
+                            timeout=startup_timeout(self._timeout))  # a one-time set-up
         self._hyper[rid] = (optimizer, repr([_hyper(g) for g in optimizer.param_groups]))
         self._share(optimizer, rid)
         return rid

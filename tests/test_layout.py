@@ -51,3 +51,14 @@ def test_a_program_that_never_checkpoints_does_not_import_dcp() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
     assert out.stdout.strip() == "False"
+
+
+def test_a_program_without_parameter_servers_does_not_import_grpc() -> None:
+    # gRPC carries parameter-server traffic only: about 0.2 s of start-up for every
+    # replica process, paid only by one that uses ParameterServerStrategy.
+    code = ("import sys, distrib, distrib.training; distrib.MirroredStrategy; "
+            "distrib.MultiWorkerMirroredStrategy; print('grpc' in sys.modules); "
+            "distrib.ParameterServerStrategy; print('grpc' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"]

@@ -29,7 +29,6 @@ import torch
 
 from distrib import nest
 from distrib.errors import ScopeError, UsageError, explain
-from distrib.training import coordinated_fit
 from distrib.training.callbacks import CallbackList
 from distrib.training.callbacks.base import callbacks_for_run
 from distrib.training.class_weights import apply_class_weight, class_weight_table
@@ -261,6 +260,8 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         validation_batch_size: int | None, class_weight: Any = None) -> Any:
     """``Model.fit`` (see there)."""
     if model.distribute_strategy.extended.should_use_with_coordinator:
+        # imported here: parameter-server training brings gRPC, which nothing else needs
+        from distrib.training import coordinated_fit
         return coordinated_fit.fit(
             model, x=x, y=y, batch_size=batch_size, epochs=epochs, verbose=verbose,
             callbacks=callbacks, validation_split=validation_split,
@@ -438,6 +439,7 @@ def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: i
              sample_weight: Any, steps: int | None, callbacks: Any, return_dict: bool) -> Any:
     """``Model.evaluate`` (see there)."""
     if model.distribute_strategy.extended.should_use_with_coordinator:
+        from distrib.training import coordinated_fit  # as in fit()
         return coordinated_fit.evaluate(model, x=x, y=y, batch_size=batch_size, verbose=verbose,
                                         sample_weight=sample_weight, steps=steps,
                                         callbacks=callbacks, return_dict=return_dict)

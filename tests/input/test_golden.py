@@ -9,6 +9,12 @@ with its own ``ReplicaGroupInfo``: one after the other when every replica's step
 count is provable from the pipeline (no collective may be called), else in one
 thread each with in-process collectives, so the end-of-data agreement runs as
 it does across processes.
+
+The grid's iterators read their batches without the host prefetch thread (the
+``synchronous_host_reads`` fixture): that thread moves each batch through a queue
+unchanged, and starting and feeding one for each of some ten thousand short epochs
+cost about half of this file's CPU time.  The reported cases below, and the input
+tests of ``tests/input`` and ``tests/data/test_prefetch.py``, run it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+import distrib.input.distributed
 from distrib.data import AutoShardPolicy, Dataset, Options, TextLineDataset
 from distrib.data.options import SHARD_HINT
 from distrib.distribute.group import ReplicaGroupInfo
@@ -278,11 +285,33 @@ def tf_drops_partial_steps(case: dict[str, Any]) -> bool:
 
 
 # ------------------------------------------------------------ the tests
+class SynchronousReads:
+    """``PrefetchIterator``'s interface, reading ``make()`` in the caller's thread."""
+
+    def __init__(self, make: Callable[[], Any], size: int = 1, name: str = "") -> None:
+        self._items = make()
+
+    def __iter__(self) -> SynchronousReads:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._items)
+
+    def close(self, timeout: float = 0.0) -> None:
+        self._items = iter(())
+
+
+@pytest.fixture
+def synchronous_host_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(distrib.input.distributed, "PrefetchIterator", SynchronousReads)
+
+
 def keys_of(layout: tuple[int, int]) -> list[str]:
     return [k for k in golden() if tuple(int(v) for v in k.split("|")[1:3]) == layout]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[f"{w}x{lr}" for w, lr in LAYOUTS])
+@pytest.mark.usefixtures("synchronous_host_reads")
 def test_every_replica_gets_what_tensorflow_gives(layout: tuple[int, int],
                                                   tmp_path_factory: pytest.TempPathFactory
                                                   ) -> None:

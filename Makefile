@@ -10,10 +10,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 FAST := -m "not slow"
-# `make test XDIST="-n 2 --dist loadfile"` runs the tests in two pytest-xdist workers, a
-# test file per worker at a time (module fixtures run once): about 30 % less wall time on a
-# 2-core machine (docs/architecture.md, "Ports", says how tests keep their clusters apart).
-XDIST ?=
+# The tests run in two pytest-xdist workers, a test file per worker at a time (module
+# fixtures run once), the longest files first (tests/conftest.py): about 30 % less wall
+# time than one at a time on a 2-core machine (docs/architecture.md says how tests keep
+# their clusters apart). `make test XDIST=` runs them one at a time.
+XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: demo test test-pinned test-floor test-newest test-fast lint bench clean
 

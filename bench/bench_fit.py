@@ -23,7 +23,13 @@ processes, timed on rank 0 (wall and process CPU time).  Method: ``--pairs`` pai
 runs; within a pair distrib and raw run back to back, the first alternating from pair to
 pair, so that both see the same machine.  Ratio = distrib throughput / raw throughput
 per pair (target >= 0.98); the table shows the median over the pairs, the lowest and
-highest pair, and the median samples/s of each contender.  ``--tensorflow`` also runs
+highest pair, and the median samples/s of each contender.
+
+``--side-by-side`` (1-replica rows only): within a pair, distrib and raw run at the same
+time, one on each CPU (swapped from pair to pair), and start their timed steps together
+once both are warm.  On a machine whose speed drifts from one second to the next (a
+shared virtual machine), both contenders of a pair then see the same drift, where runs
+one after the other see different moments of it.  ``--tensorflow`` also runs
 TensorFlow 2.21 ``fit`` (tf-keras, ``MultiWorkerMirroredStrategy`` with 2 workers on
 localhost, ``TF_USE_LEGACY_KERAS=1``) ``--tf-runs`` times at 2 replicas on the same
 models and data, with the Python of ``--tf-python`` (default: a separate environment
@@ -31,7 +37,8 @@ models and data, with the Python of ``--tf-python`` (default: a separate environ
 and prints distrib / TF (medians).
 
     python bench/bench_fit.py [--pairs 7] [--models mlp,cnn] [--replicas 1,2] [--steps N]
-                              [--batch 64] [--threads 1] [--tensorflow] [--tf-runs 3]
+                              [--batch 64] [--threads 1] [--side-by-side] [--tensorflow]
+                              [--tf-runs 3]
                               [--tf-python PATH] [--json out.json]
 
 Not a test: it measures, it asserts nothing.
@@ -80,7 +87,21 @@ def _build(model: str) -> Any:
 def _pin(rank: int) -> None:
     if os.environ.get("BENCH_PIN") == "1" and hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+        offset = int(os.environ.get("BENCH_CPU", "0"))  # side by side: the other CPU
+        os.sched_setaffinity(0, {cpus[(rank + offset) % len(cpus)]})
+
+
+def _start_together() -> None:
+    """Side by side (``BENCH_SYNC``): say this contender is warm, wait for the other one."""
+    folder = os.environ.get("BENCH_SYNC")
+    if not folder:
+        return
+    Path(folder, f"ready-{os.getpid()}").touch()
+    deadline = time.monotonic() + 600
+    while not Path(folder, "go").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the other contender never became ready ({folder})")
+        time.sleep(0.001)
 
 
 Timing = tuple[int, float, float]  # rank, wall seconds, process CPU seconds
@@ -105,6 +126,7 @@ def run_distrib(model: str, replicas: int, steps: int, batch: int) -> Timing:
     x, y = _data(steps, batch)
     warm = WARMUP * batch
     fit_model.fit(x[:warm], y[:warm], batch_size=batch, epochs=1, shuffle=False, verbose=0)
+    _start_together()
     c0, t0 = time.process_time(), time.perf_counter()
     fit_model.fit(x[warm:], y[warm:], batch_size=batch, epochs=1, shuffle=False, verbose=0)
     return rank, time.perf_counter() - t0, time.process_time() - c0
@@ -142,6 +164,7 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> Timing:
     loop(0, WARMUP)
     if replicas > 1:
         dist.barrier()
+    _start_together()
     c0, t0 = time.process_time(), time.perf_counter()
     loop(WARMUP, steps)
     if replicas > 1:
@@ -231,6 +254,30 @@ def measure(kind: str, model: str, replicas: int, steps: int, batch: int, thread
     return _result(texts, kind)
 
 
+def side_by_side(model: str, steps: int, batch: int, threads: int, swap: bool
+                 ) -> dict[str, dict[str, float]]:
+    """One replica each, distrib and raw at the same time, on CPUs 0 and 1 (1 and 0 with
+    ``swap``), their timed steps started together: both see the same machine."""
+    import tempfile
+
+    base = {**_clean_env(), "OMP_NUM_THREADS": str(threads), "BENCH_PIN": "1"}
+    with tempfile.TemporaryDirectory() as sync:
+        procs = {kind: subprocess.Popen(
+            [sys.executable, __file__, "--worker", kind, "--model", model, "--replicas", "1",
+             "--steps", str(steps), "--batch", str(batch)],
+            env={**base, "BENCH_SYNC": sync, "BENCH_CPU": str(int(swap) ^ (kind == "ddp"))},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for kind in ("distrib", "ddp")}
+        deadline = time.monotonic() + 600
+        while len(list(Path(sync).glob("ready-*"))) < 2:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs.values()):
+                break
+            time.sleep(0.001)
+        Path(sync, "go").touch()
+        return {kind: _result(list(p.communicate(timeout=1800)), kind)
+                for kind, p in procs.items()}
+
+
 def ensure_tf_venv() -> None:
     """Create ``.tfvenv`` with TensorFlow 2.21 and tf-keras unless it exists."""
     if (TF_VENV / "bin" / "python").exists():
@@ -253,12 +300,16 @@ def compare(model: str, replicas: int, args: argparse.Namespace, tf_python: str
     """``args.pairs`` interleaved pairs of runs (and TF's runs); the row of the table."""
     steps = args.steps or STEPS[model]
     run = {"model": model, "replicas": replicas, "steps": steps, "batch": args.batch,
-           "threads": args.threads, "pin": args.pin}
+           "threads": args.threads, "pin": args.pin,
+           "side_by_side": bool(args.side_by_side and replicas == 1)}
     ours, raw, tf = [], [], []
     for pair in range(args.pairs):
         order = ("distrib", "ddp") if pair % 2 == 0 else ("ddp", "distrib")
-        got = {kind: measure(kind, model, replicas, steps, args.batch, args.threads,
-                             pin=args.pin) for kind in order}
+        if args.side_by_side and replicas == 1:
+            got = side_by_side(model, steps, args.batch, args.threads, swap=pair % 2 == 1)
+        else:
+            got = {kind: measure(kind, model, replicas, steps, args.batch, args.threads,
+                                 pin=args.pin) for kind in order}
         ours.append(got["distrib"])
         raw.append(got["ddp"])
         if args.tensorflow and replicas == 2 and pair < args.tf_runs:
@@ -293,6 +344,10 @@ def main() -> None:
                     help="CPU threads per process, for every contender")
     ap.add_argument("--no-pin", dest="pin", action="store_false",
                     help="do not pin replica r of every contender to CPU r")
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="1-replica rows: run the two contenders of a pair at the same time, "
+                         "one per CPU (swapped from pair to pair), instead of one after the "
+                         "other")
     ap.add_argument("--tensorflow", action="store_true", help="also run TF 2.21 fit")
     ap.add_argument("--tf-runs", type=int, default=3, help="TensorFlow runs per row")
     ap.add_argument("--tf-python", default=None,

@@ -52,6 +52,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -258,8 +259,6 @@ def side_by_side(model: str, steps: int, batch: int, threads: int, swap: bool
                  ) -> dict[str, dict[str, float]]:
     """One replica each, distrib and raw at the same time, on CPUs 0 and 1 (1 and 0 with
     ``swap``), their timed steps started together: both see the same machine."""
-    import tempfile
-
     base = {**_clean_env(), "OMP_NUM_THREADS": str(threads), "BENCH_PIN": "1"}
     with tempfile.TemporaryDirectory() as sync:
         procs = {kind: subprocess.Popen(

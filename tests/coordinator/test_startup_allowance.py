@@ -69,11 +69,10 @@ def test_a_ps_waits_for_its_first_chief_past_the_timeout_then_notices_silence_wi
     assert served.error is None and served.thread.is_alive()
     client = RpcClient("chief:0", "ps:0", address, AUTH, timeout=10)
     client.call("Hello", wire.encode({"session": "s1"}))   # one contact, then silence
-    silent_from = time.monotonic()
-    served.thread.join(30)
-    assert isinstance(served.error, PeerLostError)
-    assert "stopped sending heartbeats" in str(served.error) and served.error.lost == ["chief:0"]
-    assert time.monotonic() - silent_from < TIMEOUT + 10   # the timeout, not the allowance
+    served.thread.join(30)   # the allowance (180 s) would leave it serving here
+    assert isinstance(served.error, PeerLostError) and served.error.lost == ["chief:0"]
+    assert "stopped sending heartbeats" in str(served.error)
+    assert "(communication timeout 2 s)" in str(served.error)   # not the start-up allowance
     client.close()
 
 

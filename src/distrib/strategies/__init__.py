@@ -49,6 +49,7 @@ class _Table(Mapping[str, "type[Strategy]"]):
     def __len__(self) -> int:
         return len(self._classes) + 1
 
+
 STRATEGIES: Mapping[str, type[Strategy]] = _Table({
     "CentralStorageStrategy": CentralStorageStrategy,
     "MirroredStrategy": MirroredStrategy,
@@ -66,5 +67,5 @@ __all__ = ["Strategy", "StrategyExtended", "DefaultStrategy", "CentralStorageStr
 
 def __getattr__(name: str) -> Any:
     if name == "ParameterServerStrategy":
-        return _parameter_server()
+        return STRATEGIES[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -101,6 +101,19 @@ def test_evaluate_returns_metrics_loss_and_global_step_and_writes_eval_dirs(
     assert est.eval_dir("holdout") == str(tmp_path / "model" / "eval_holdout")
 
 
+def test_evaluations_into_one_directory_append_to_one_event_file_in_step_order(
+        tmp_path: Path) -> None:
+    # A file per evaluation would be read in name order, and tensorboard's writer counter
+    # in the name sorts 10 before 9: the steps would come back out of order.
+    est = _estimator(tmp_path)
+    for _ in range(11):
+        est.train(input_fn(repeat=True), steps=1)
+        est.evaluate(input_fn(), steps=1)
+    eval_dir = tmp_path / "model" / "eval"
+    assert len(list(eval_dir.glob("events.out.tfevents.*"))) == 1
+    assert [e.step for e in read_events(eval_dir).Scalars("loss")] == list(range(1, 12))
+
+
 def test_evaluate_without_a_checkpoint_uses_the_initial_values(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     est = _estimator(tmp_path)

@@ -79,19 +79,22 @@ class _Accumulator:
         return out
 
 
+#: Evaluation's writers, one per directory for the life of the process (TensorFlow's
+#: ``FileWriterCache``): every evaluation into a directory appends to one event file, so
+#: TensorBoard reads its steps in the order they were written.  A new file per evaluation
+#: would be read in file-name order, where a writer counter of 10 sorts before 9.
+_EVAL_WRITERS = Writers()
+
+
 def _write_eval_summaries(eval_dir: str, results: dict[str, Any], path: str | None) -> None:
-    writers = Writers()
-    try:
-        writer = writers.get(eval_dir)
-        step = int(results["global_step"])
-        for key, value in results.items():
-            if key != "global_step" and isinstance(value, float):
-                writer.add_scalar(key, value, step)
-        if path is not None:
-            writer.add_text("checkpoint_path", path, step)
-        writer.flush()
-    finally:
-        writers.close()
+    writer = _EVAL_WRITERS.get(eval_dir)
+    step = int(results["global_step"])
+    for key, value in results.items():
+        if key != "global_step" and isinstance(value, float):
+            writer.add_scalar(key, value, step)
+    if path is not None:
+        writer.add_text("checkpoint_path", path, step)
+    writer.flush()
 
 
 def _eval_steps(runtime: Any, strategy: Any, take: Any, runner: HookRunner,

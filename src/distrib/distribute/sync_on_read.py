@@ -24,7 +24,7 @@ Example (two replicas; each adds its replica id to a value ``v`` in ``strategy.r
 from __future__ import annotations
 
 import weakref
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import torch
 
@@ -48,37 +48,79 @@ class SyncOnReadValue(Protocol):
 class SyncOnReadGroup:
     """The SyncOnRead values of one strategy, summed across its replicas in one collective.
 
+    The group holds its values weakly, so a metric the program drops is freed; but when a
+    dropped value is freed depends on each process's garbage collector (a value in a
+    reference cycle lives until a collection, and a chief that logs more collects at
+    other moments).  So the collective's layout never depends on it: a value is held
+    until its first synchronisation, which sizes its place; it keeps that place (a freed
+    one adds zeros of its size) until it is freed on every replica, which the same
+    all-reduce tells each replica (a count per value).
+
     Args:
         group: the replica group (a group of one makes :meth:`synchronize` local).
     """
 
     def __init__(self, group: ReplicaGroupInfo) -> None:
         self._group = group
-        self._values: list[weakref.ref[SyncOnReadValue]] = []
+        # A place in the collective's layout per value: (the value itself, None) until
+        # its first synchronize, then (a weak reference to it, its state's size).
+        self._values: list[tuple[_Held, int | None]] = []
 
     def register(self, value: SyncOnReadValue) -> None:
         """Sum ``value`` across replicas from now on, at every :meth:`synchronize`."""
-        self._values.append(weakref.ref(value))
+        self._values.append((value, None))
 
     def __len__(self) -> int:
-        return sum(1 for ref in self._values if ref() is not None)
+        return sum(1 for held, size in self._values if _value(held, size) is not None)
 
     def synchronize(self) -> None:
-        """ONE all-reduce of every live value's state; each keeps the global sum.
+        """ONE all-reduce of every registered value's state; each live one keeps the
+        global sum.
 
         Every replica must call it at the same point (``strategy.run`` does, on return).
+
+        Example (one replica: the sums are the local states)::
+
+            >>> from distrib.distribute.group import ReplicaGroupInfo
+            >>> class Total:
+            ...     def __init__(self): self.state, self.total = torch.ones(2), None
+            ...     def local_state(self): return self.state
+            ...     def set_global_state(self, total): self.total = total
+            >>> group, value = SyncOnReadGroup(ReplicaGroupInfo.single()), Total()
+            >>> group.register(value)
+            >>> group.synchronize()
+            >>> value.total.tolist()
+            [1.0, 1.0]
         """
         if not self._values:  # nothing registered (one replica, or no metrics): no work
             return
-        live = [v for v in (ref() for ref in self._values) if v is not None]
-        self._values = [weakref.ref(v) for v in live]
-        if not live:
-            return
-        parts = [v.local_state() for v in live]
-        flat = torch.cat(parts) if len(parts) > 1 else parts[0]
-        if self._group.num_replicas_in_sync > 1:
-            flat = self._group.all_reduce_sum(flat)
+        live = [_value(held, size) for held, size in self._values]
+        parts = [value.local_state() if value is not None else
+                 torch.zeros(size or 0, dtype=torch.float64)
+                 for value, (_, size) in zip(live, self._values)]
+        replicas = self._group.num_replicas_in_sync
+        if replicas == 1:
+            counts = [float(value is None) for value in live]
+            flat = torch.cat(parts) if len(parts) > 1 else parts[0]
+        else:
+            freed = torch.tensor([float(value is None) for value in live],
+                                 dtype=torch.float64)
+            flat = self._group.all_reduce_sum(torch.cat([*parts, freed]))
+            counts = flat[-len(live):].tolist()
         pos = 0
         for value, part in zip(live, parts):
-            value.set_global_state(flat[pos:pos + part.numel()])
+            if value is not None:
+                value.set_global_state(flat[pos:pos + part.numel()])
             pos += part.numel()
+        # Freed on every replica: every replica drops its place at this same call.
+        self._values = [(held if size is not None else weakref.ref(value), part.numel())
+                        for (held, size), value, part, count
+                        in zip(self._values, live, parts, counts) if count < replicas]
+
+
+_Held = Any  # a value (before its first synchronize) or a weak reference to it
+
+
+def _value(held: _Held, size: int | None) -> SyncOnReadValue | None:
+    """The value of a place: held itself until sized, then through its weak reference."""
+    return cast("SyncOnReadValue | None", held if size is None else held())

@@ -8,6 +8,7 @@ asserts on the values.
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import sys
 from pathlib import Path
@@ -130,9 +131,39 @@ def main() -> None:
     seen["grad_sum"] = as_list(lin.weight.grad)
 
     nested_structures(s, rid, seen)
+    metric_freed_at_different_moments(s, rid, seen)
 
     out.mkdir(parents=True, exist_ok=True)
     (out / f"replica{rid}.json").write_text(json.dumps(seen))
+
+
+def metric_freed_at_different_moments(s: Any, rid: int, seen: dict[str, Any]) -> None:
+    """A dropped metric that one replica's garbage collector frees before the next step
+    and the other's does not (a reference cycle): the steps' sums stay right."""
+    from distrib.training import metrics
+
+    gc.disable()  # collections only where this scenario makes them
+    try:
+        with s.scope():
+            kept = metrics.Sum()
+            dropped = metrics.Sum()
+        def first(a: Any, b: Any) -> None:
+            a.update_state(torch.tensor(1.0))
+            b.update_state(torch.tensor(2.0))
+
+        s.run(first, args=(kept, dropped))
+        dropped.cycle = dropped  # type: ignore[attr-defined]  # freed only by a collection
+        del dropped
+        if rid == 0:
+            gc.collect()
+        s.run(lambda: kept.update_state(torch.tensor(float(rid + 1))))
+        after_one = float(kept.result())
+        gc.collect()
+        s.run(lambda: kept.update_state(torch.tensor(1.0)))
+        seen["freed_metric"] = [after_one, float(kept.result()),
+                                len(s.extended.sync_on_read)]
+    finally:
+        gc.enable()
 
 
 Pair = collections.namedtuple("Pair", "a b")

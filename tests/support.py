@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from distrib.cluster.ports import free_ports
+from tests import forked
+
+#: A started program: a ``subprocess.Popen`` or its warm-interpreter counterpart.
+Process = forked.Forked | subprocess.Popen[str]
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TIMEOUT = 240
@@ -46,17 +49,16 @@ def clean_env(**extra: str) -> dict[str, str]:
 def run_python(args: list[str], env: dict[str, str] | None = None,
                timeout: float = DEFAULT_TIMEOUT, cwd: Path | None = None
                ) -> subprocess.CompletedProcess[str]:
-    """Run ``python args...`` to completion (killed after ``timeout`` seconds).
+    """Run ``python args...`` to completion (killed after ``timeout`` seconds), forked from
+    a warm interpreter where ``tests/forked.py`` can.
 
     A run that failed only with torch's known abort at interpreter exit (see
     docs/fault_tolerance.md, "A known abort at exit") runs once more, as pytest's rerun
     policy does for a test: a module-scoped fixture's error is not rerun by pytest.
     """
-    proc = subprocess.run([sys.executable, *args], env=env or clean_env(), cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = forked.run(args, env or clean_env(), cwd=cwd, timeout=timeout)
     if proc.returncode != 0 and EXIT_ABORT in proc.stderr:
-        proc = subprocess.run([sys.executable, *args], env=env or clean_env(), cwd=cwd,
-                              capture_output=True, text=True, timeout=timeout)
+        proc = forked.run(args, env or clean_env(), cwd=cwd, timeout=timeout)
     return proc
 
 
@@ -70,20 +72,19 @@ def tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str:
 
 def start_cluster(args: list[str], cluster: dict[str, list[str]],
                   extra_env: dict[str, str] | None = None,
-                  prefix: list[str] | None = None) -> list[tuple[str, subprocess.Popen[str]]]:
-    """Start one process per task of ``cluster`` (each with its own TF_CONFIG)."""
+                  prefix: list[str] | None = None) -> list[tuple[str, Process]]:
+    """Start one process per task of ``cluster`` (each with its own TF_CONFIG), forked from
+    a warm interpreter where ``tests/forked.py`` can."""
     procs = []
     for job, addrs in cluster.items():
         for i in range(len(addrs)):
             env = clean_env(TF_CONFIG=tf_config(cluster, job, i), OMP_NUM_THREADS="1",
                             **(extra_env or {}))
-            cmd = [*(prefix or []), sys.executable, *args]
-            procs.append((f"{job}:{i}", subprocess.Popen(
-                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+            procs.append((f"{job}:{i}", forked.popen(args, env, prefix=prefix)))
     return procs
 
 
-def wait_all(procs: list[tuple[str, subprocess.Popen[str]]], timeout: float = DEFAULT_TIMEOUT
+def wait_all(procs: list[tuple[str, Process]], timeout: float = DEFAULT_TIMEOUT
              ) -> dict[str, tuple[int, str, str]]:
     """Wait for every process; kill all of them if any outlives ``timeout``."""
     out: dict[str, tuple[int, str, str]] = {}

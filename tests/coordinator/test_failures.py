@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests import forked
 from tests.coordinator.helpers import PROGRAMS, SECRET
-from tests.support import clean_env, localhost_cluster, tf_config
+from tests.support import Process, clean_env, localhost_cluster, tf_config
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 240
@@ -30,15 +29,15 @@ class Cluster:
         self.args = [str(PROGRAMS / "faults.py"), str(self.report), str(self.ckpt),
                      str(max_epochs), str(timeout)]
         self.tmp = tmp_path
-        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.procs: dict[str, Process] = {}
 
     def start(self, name: str) -> None:
         job, index = name.split(":")
         env = clean_env(TF_CONFIG=tf_config(self.cluster, job, int(index)),
                         OMP_NUM_THREADS="1", **SECRET)
         err = open(self.tmp / f"{name.replace(':', '_')}.{len(self.procs)}.err", "w")
-        self.procs[name] = subprocess.Popen([sys.executable, *self.args], env=env,
-                                            stdout=subprocess.PIPE, stderr=err, text=True)
+        self.procs[name] = forked.popen(self.args, env, stderr=err)
+        err.close()
 
     def start_all(self) -> None:
         for name in ("ps:0", "worker:0", "worker:1", "chief:0"):

@@ -42,6 +42,7 @@ import atexit
 import json
 import os
 import select
+import shutil
 import socket
 import struct
 import subprocess
@@ -56,6 +57,7 @@ _SERVER = str(Path(__file__).with_name("_warm_interpreter.py"))
 _STARTUP = ("PYTHON", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS", "LD_", "MALLOC",
             "GLIBC", "TORCH", "PYTORCH", "CUDA", "NCCL", "XLA", "PJRT", "TF_CPP")
 _HEADER = struct.Struct("!I")
+_READY_SECONDS = 300  # importing torch takes seconds; a loaded machine may take minutes
 _servers: dict[tuple[tuple[str, str], ...], _Server] = {}
 _lock = threading.Lock()
 
@@ -77,10 +79,15 @@ class _Server:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, cwd=self.folder)
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
+        ready, _, _ = select.select([self.proc.stdout], [], [], _READY_SECONDS)
+        line = self.proc.stdout.readline() if ready else b""
         if line.strip() != b"ready":
+            self.proc.kill()
+            self.proc.wait()
             self.log.seek(0)
-            raise RuntimeError(f"the warm interpreter did not start: {self.log.read()}")
+            raise RuntimeError(f"the warm interpreter was not ready within {_READY_SECONDS} s "
+                               f"(its stderr: {self.log.read()[-3000:]!r}); "
+                               "DISTRIB_TEST_FRESH=1 starts every program fresh")
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -91,6 +98,8 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, fds: list[int],
               new_session: bool) -> socket.socket:

@@ -11,7 +11,11 @@ Instructions are not time (cache misses and branches differ), so this complement
 clock, it does not replace it.  Under callgrind a run is about 50x slower: four runs
 take 10 to 15 minutes on 2 cores.
 
-Usage: ``python bench/bench_fit_instructions.py [--short 40] [--long 240]``
+``--cache`` runs cachegrind with its cache simulation instead and also prints the
+simulated I1, D1 and last-level misses per step (the machine's caches as valgrind
+detects them; no L2 is modelled).
+
+Usage: ``python bench/bench_fit_instructions.py [--short 40] [--long 240] [--cache]``
 """
 
 from __future__ import annotations
@@ -69,16 +73,26 @@ def worker(kind: str, steps: int) -> None:
         opt.zero_grad()
 
 
-def count(kind: str, steps: int, out: Path) -> int:
-    """Instructions of one whole run (callgrind's ``I refs``)."""
+#: What ``--cache`` reads from cachegrind's summary (instructions, then simulated misses).
+EVENTS = {"instructions": r"I\s+refs:\s+([\d,]+)", "I1 misses": r"I1\s+misses:\s+([\d,]+)",
+          "D1 misses": r"D1\s+misses:\s+([\d,]+)", "LL misses": r"LL misses:\s+([\d,]+)"}
+
+
+def count(kind: str, steps: int, out: Path, cache: bool = False) -> dict[str, int]:
+    """Events of one whole run: callgrind's ``I refs``, or with ``cache`` cachegrind's
+    instructions and simulated cache misses."""
     env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                           sys.executable, __file__, "--worker", kind, "--steps", str(steps)],
+    tool = (["--tool=cachegrind", "--cache-sim=yes", f"--cachegrind-out-file={out}"]
+            if cache else ["--tool=callgrind", f"--callgrind-out-file={out}"])
+    proc = subprocess.run(["valgrind", *tool, sys.executable, __file__, "--worker", kind,
+                           "--steps", str(steps)],
                           env=env, capture_output=True, text=True, timeout=3600)
-    match = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
-    if proc.returncode != 0 or match is None:
+    found = {name: re.search(pattern, proc.stderr)
+             for name, pattern in (EVENTS if cache else {"instructions": EVENTS[
+                 "instructions"]}).items()}
+    if proc.returncode != 0 or not all(found.values()):
         raise RuntimeError(f"{kind} {steps} steps failed under valgrind:\n{proc.stderr[-2000:]}")
-    return int(match.group(1).replace(",", ""))
+    return {name: int(m.group(1).replace(",", "")) for name, m in found.items() if m}
 
 
 def main() -> None:
@@ -87,6 +101,8 @@ def main() -> None:
     ap.add_argument("--long", type=int, default=240)
     ap.add_argument("--worker", choices=["raw", "fit"])
     ap.add_argument("--steps", type=int)
+    ap.add_argument("--cache", action="store_true",
+                    help="cachegrind with its cache simulation: misses per step too")
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.steps)
@@ -96,12 +112,13 @@ def main() -> None:
     runs = [(k, n) for k in ("raw", "fit") for n in (args.short, args.long)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
         totals = dict(zip(runs, pool.map(
-            lambda run: count(run[0], run[1], Path(tmp) / f"cg.{run[0]}.{run[1]}"), runs)))
-    per_step = {k: (totals[(k, args.long)] - totals[(k, args.short)]) / (args.long - args.short)
-                for k in ("raw", "fit")}
-    for k, v in per_step.items():
-        print(f"{k}: {v / 1e6:.3f} M instructions per step")
-    print(f"raw / fit: {per_step['raw'] / per_step['fit']:.4f}")
+            lambda run: count(run[0], run[1], Path(tmp) / f"vg.{run[0]}.{run[1]}", args.cache),
+            runs)))
+    for event in totals[runs[0]]:
+        per_step = {k: (totals[(k, args.long)][event] - totals[(k, args.short)][event])
+                    / (args.long - args.short) for k in ("raw", "fit")}
+        print(f"{event} per step: raw {per_step['raw'] / 1e3:.1f} K, fit "
+              f"{per_step['fit'] / 1e3:.1f} K, raw / fit {per_step['raw'] / per_step['fit']:.4f}")
 
 
 if __name__ == "__main__":

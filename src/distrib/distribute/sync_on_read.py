@@ -52,7 +52,8 @@ class SyncOnReadGroup:
     dropped value is freed depends on each process's garbage collector (a value in a
     reference cycle lives until a collection, and a chief that logs more collects at
     other moments).  So the collective's layout never depends on it: a value is held
-    until its first synchronisation, which sizes its place; it keeps that place (a freed
+    until its state exists (:meth:`settle`) or its first synchronisation, which sizes its
+    place; it keeps that place (a freed
     one adds zeros of its size) until it is freed on every replica, which the same
     all-reduce tells each replica (a count per value).
 
@@ -67,8 +68,20 @@ class SyncOnReadGroup:
         self._values: list[tuple[_Held, int | None]] = []
 
     def register(self, value: SyncOnReadValue) -> None:
-        """Sum ``value`` across replicas from now on, at every :meth:`synchronize`."""
+        """Sum ``value`` across replicas from now on, at every :meth:`synchronize`.
+
+        The group holds ``value`` until :meth:`settle` or its first synchronize sizes it.
+        """
         self._values.append((value, None))
+
+    def settle(self, value: SyncOnReadValue) -> None:
+        """``value``'s state exists now: size its place and hold it weakly from here on
+        (a metric calls this once, when it makes its state)."""
+        for i in range(len(self._values) - 1, -1, -1):
+            held, size = self._values[i]
+            if size is None and held is value:
+                self._values[i] = (weakref.ref(value), value.local_state().numel())
+                return
 
     def __len__(self) -> int:
         return sum(1 for held, size in self._values if _value(held, size) is not None)

@@ -115,6 +115,8 @@ class Metric:
     def _bind(self, strategy: Any) -> None:
         self._strategy = strategy
         strategy.extended.sync_on_read.register(self)
+        if getattr(self, "_state", None) is not None:
+            strategy.extended.sync_on_read.settle(self)
 
     def _note_update(self) -> None:
         """Every update: bind to a multi-replica strategy at the first one inside its
@@ -209,6 +211,8 @@ class Metric:
                                if isinstance(v, torch.Tensor)), None)
             self._state = [s.to(device) if device is not None else s
                            for s in self._initial_state()]
+            if getattr(self, "_strategy", None) is not None:  # its place can be sized now
+                self._strategy.extended.sync_on_read.settle(self)
         elif device is not None and self._state[0].device != device:
             self._state = [s.to(device) for s in self._state]
         if self._pending:

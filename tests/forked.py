@@ -43,6 +43,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -161,8 +162,8 @@ class Forked:
 
     def _wait(self, timeout: float | None) -> int | None:
         if self.returncode is None:
-            ready, _, _ = select.select([self._conn], [], [], timeout)
-            if ready or b"\n" in self._answer:
+            # (a quick program's status may have come with its pid, already read)
+            if b"\n" in self._answer or select.select([self._conn], [], [], timeout)[0]:
                 self.returncode = os.waitstatus_to_exitcode(int(self._line()))
                 self._conn.close()
         return self.returncode
@@ -198,10 +199,10 @@ class Forked:
             os.kill(self.pid, sig)
 
     def terminate(self) -> None:
-        self.send_signal(15)
+        self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
 
 def _drain(stream: IO[str], parts: list[str]) -> None:

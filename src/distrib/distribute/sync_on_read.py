@@ -52,10 +52,9 @@ class SyncOnReadGroup:
     dropped value is freed depends on each process's garbage collector (a value in a
     reference cycle lives until a collection, and a chief that logs more collects at
     other moments).  So the collective's layout never depends on it: a value is held
-    until its state exists (:meth:`settle`) or its first synchronisation, which sizes its
-    place; it keeps that place (a freed
-    one adds zeros of its size) until it is freed on every replica, which the same
-    all-reduce tells each replica (a count per value).
+    until its place is sized (:meth:`settle`, or its first :meth:`synchronize`); it keeps
+    that place (a freed one adds zeros of its size) until it is freed on every replica,
+    which the same all-reduce tells each replica (a count per value).
 
     Args:
         group: the replica group (a group of one makes :meth:`synchronize` local).
@@ -64,7 +63,7 @@ class SyncOnReadGroup:
     def __init__(self, group: ReplicaGroupInfo) -> None:
         self._group = group
         # A place in the collective's layout per value: (the value itself, None) until
-        # its first synchronize, then (a weak reference to it, its state's size).
+        # it is sized, then (a weak reference to it, its state's size).
         self._values: list[tuple[_Held, int | None]] = []
 
     def register(self, value: SyncOnReadValue) -> None:
@@ -131,7 +130,7 @@ class SyncOnReadGroup:
                         in zip(self._values, live, parts, counts) if count < replicas]
 
 
-_Held = Any  # a value (before its first synchronize) or a weak reference to it
+_Held = Any  # a value (until its place is sized) or a weak reference to it
 
 
 def _value(held: _Held, size: int | None) -> SyncOnReadValue | None:

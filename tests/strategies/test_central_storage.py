@@ -24,6 +24,9 @@ def test_fit_matches_the_oracle_and_the_update_happens_once_on_the_chief(
     assert report["optimizer_state_entries"] == [4, 0]  # momentum buffers on the chief only
     assert report["restored_equal"] is True
     assert report["parameter_devices"] == ["cpu:0"]
+    # Each module's buffers come from the chief's same module, in any process's memory
+    # layout (eight modules with buffers of one size: a mix-up would go unnoticed by size).
+    assert report["buffers_follow_their_modules"] is True
 
 
 def test_a_multi_worker_cluster_is_refused() -> None:

@@ -111,3 +111,13 @@ def test_a_metric_freed_at_different_moments_on_each_replica_changes_no_sum(
     # logs allocates more); which metrics a step sums must not depend on it.
     for r in seen:
         assert r["freed_metric"] == [5.0, 7.0, 1]
+
+
+def test_a_module_freed_at_different_moments_on_each_replica_is_set_up_by_none(
+        seen: list[dict[str, Any]]) -> None:
+    # Setting a module up is a collective; which modules a scope set up must not depend on
+    # garbage collection.  The reducers rebuilt inside the scope are not set up themselves:
+    # one reducer stays, the model's.
+    for r in seen:
+        assert r["freed_module"][0] == 1
+    assert seen[0]["freed_module"][1] == seen[1]["freed_module"][1]

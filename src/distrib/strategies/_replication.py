@@ -1,10 +1,7 @@
 """Modules created inside ``strategy.scope()`` become replicated (TF's variable creator scope).
 
-While the outermost scope of a multi-replica strategy is open, global
-registration hooks record every module that gets parameters or submodules.
-When that scope closes (or earlier, when ``fit`` runs inside it), the *root*
-modules (those not contained in another recorded module) are moved to the
-replica's device and handed to torch's own data-parallel machinery (the
+The root modules a scope created (``_scope_tracker``: the same ones on every replica)
+are moved to the replica's device and handed to torch's own data-parallel machinery (the
 composable form of DDP, ``replicate``): parameters are broadcast from the chief
 now, and from then on gradients are all-reduced in buckets while the backward
 pass runs.  The reduction is a SUM, TF's contract, not DDP's mean.
@@ -36,78 +33,20 @@ from __future__ import annotations
 import functools
 import hashlib
 import warnings
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.modules import module as module_mod
 
 from distrib.comm import collectives, torch_adapter
 from distrib.errors import UsageError, explain
+from distrib.strategies._scope_tracker import untracked
 
-__all__ = ["ModuleTracker", "mark_replicated", "replicate_module", "is_replicated",
+__all__ = ["mark_replicated", "replicate_module", "is_replicated",
            "replicated_parameters"]
 
 Gather = Callable[[torch.Tensor, int], torch.Tensor]
-
-
-class ModuleTracker:
-    """Records the modules that gain parameters or submodules while it is active."""
-
-    def __init__(self) -> None:
-        self._seen: list[weakref.ref[nn.Module]] = []
-        self._ids: set[int] = set()
-        self._handles: list[Any] = []
-
-    def _note(self, module: nn.Module, *_: Any) -> None:
-        if id(module) not in self._ids:
-            self._ids.add(id(module))
-            self._seen.append(weakref.ref(module))
-
-    def start(self) -> None:
-        """Install the global registration hooks."""
-        self._handles = [
-            module_mod.register_module_parameter_registration_hook(self._note),
-            module_mod.register_module_module_registration_hook(self._note),
-            module_mod.register_module_buffer_registration_hook(self._note),
-        ]
-
-    def roots(self) -> list[nn.Module]:
-        """The root modules recorded so far, in creation order (the hooks stay installed)."""
-        alive = [m for m in (r() for r in self._seen) if m is not None]
-        return _roots(alive)
-
-    def stop(self) -> list[nn.Module]:
-        """Remove the hooks and return the root modules recorded, in creation order."""
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-        roots = self.roots()
-        self._seen, self._ids = [], set()
-        return roots
-
-
-def _roots(modules: list[nn.Module]) -> list[nn.Module]:
-    inner: set[int] = set()
-    for m in modules:
-        if getattr(m, "_distrib_transparent", False):
-            continue
-        for sub in m.modules():
-            if sub is not m:
-                inner.add(id(sub))
-    out = []
-    for m in modules:
-        if id(m) in inner:
-            continue
-        if getattr(m, "_distrib_transparent", False):
-            out.extend(_roots([c for c in m.children()]))
-            continue
-        out.append(m)
-    # De-duplicate while keeping order.
-    seen: set[int] = set()
-    return [m for m in out if not (id(m) in seen or seen.add(id(m)))]  # type: ignore[func-returns-value]
 
 
 def _forward_frame(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -178,7 +117,7 @@ class _Reducer:
 
         def make_ddp(plist: nn.ParameterList) -> nn.parallel.DistributedDataParallel:
             with self.guard("rebuilding the gradient reducer for a changed set of "
-                            "trainable parameters"), _grad_strides_quiet():
+                            "trainable parameters"), _grad_strides_quiet(), untracked():
                 ddp = nn.parallel.DistributedDataParallel(plist, **self.ddp_kwargs)
             torch_adapter.register_comm_hook(ddp, self.group, collectives.sum_gradient_bucket)
             return ddp
@@ -254,7 +193,7 @@ def replicate_module(module: nn.Module, device: torch.device, group: Any,
         if not any(flags):  # DDP needs one trainable parameter; the broadcast covers all
             for p in params:
                 p.requires_grad_(True)
-        with guard("broadcasting the initial parameters from the chief"):
+        with guard("broadcasting the initial parameters from the chief"), untracked():
             ddp = torch_adapter.replicate(module, group, device_id=device_id,
                                           bucket_cap_mb=bucket_cap_mb)
     finally:

@@ -61,7 +61,14 @@ class CentralStorageExtended(StrategyExtended):
         super().__init__(comm, device, compute_devices, wrap=True, cluster_resolver=resolver,
                          options=options)
         self._parameter_device = parameter_device
-        self._modules: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+        # The modules set up, in setup order (the same on every replica; a set's order
+        # would follow memory addresses, which differ), and per optimizer the modules
+        # whose buffers follow its steps: held with it, so garbage collection, which runs
+        # at different moments on each replica, never changes what is broadcast.
+        self._modules: list[weakref.ref[nn.Module]] = []
+        self._stepped: weakref.WeakKeyDictionary[torch.optim.Optimizer,
+                                                 tuple[int, list[nn.Module]]] = \
+            weakref.WeakKeyDictionary()
         self._owned: weakref.WeakValueDictionary[int, torch.Tensor] = \
             weakref.WeakValueDictionary()
         self.intercept_optimizer_steps()
@@ -86,11 +93,12 @@ class CentralStorageExtended(StrategyExtended):
                     t.copy_(v)
 
     def _setup_module(self, module: nn.Module) -> None:
-        if module in self._modules:
+        if any(ref() is module for ref in self._modules):
             return
         module.to(self._device)
         self._broadcast(self._states(module))  # every replica starts from the chief's values
-        self._modules.add(module)
+        self._modules = [ref for ref in self._modules if ref() is not None]
+        self._modules.append(weakref.ref(module))
         for p in module.parameters():
             self._owned[id(p)] = p
         object.__setattr__(module, "_distrib_replicated", True)  # fit's check: it is in sync
@@ -129,9 +137,22 @@ class CentralStorageExtended(StrategyExtended):
         if self._comm is None:
             return
         tensors = self._params(optimizer)
-        for module in list(self._modules):
+        for module in self._stepped_modules(optimizer, tensors):
             tensors.extend(module.buffers())
         self._broadcast(tensors)
+
+    def _stepped_modules(self, optimizer: torch.optim.Optimizer,
+                         params: list[torch.Tensor]) -> list[nn.Module]:
+        """The set-up modules that own a parameter ``optimizer`` steps, in setup order."""
+        known = self._stepped.get(optimizer)
+        version = hash((len(self._modules), *map(id, params)))
+        if known is None or known[0] != version:
+            ids = {id(p) for p in params}
+            modules = [m for m in (ref() for ref in self._modules) if m is not None
+                       and any(id(p) in ids for p in m.parameters())]
+            known = (version, modules)
+            self._stepped[optimizer] = known
+        return known[1]
 
 
 class CentralStorageStrategy(Strategy):

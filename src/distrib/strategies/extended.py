@@ -30,11 +30,11 @@ from distrib.distribute.sync_on_read import SyncOnReadGroup
 from distrib.distribute.values import Mirrored, unwrap
 from distrib.input import distribute_dataset, distribute_datasets_from_function
 from distrib.strategies._replication import (
-    ModuleTracker,
     is_replicated,
     replicate_module,
     replicated_parameters,
 )
+from distrib.strategies._scope_tracker import ModuleTracker
 from distrib.strategies._step_hooks import StepHooks
 
 if TYPE_CHECKING:
@@ -295,7 +295,7 @@ class StrategyExtended:
         before the first step.  Every replica must call it.
         """
         if self._tracker is not None:
-            for root in self._tracker.roots():
+            for root in self._tracker.roots(self._agreement()):
                 self._setup_module(root)
 
     def refresh_modules(self, root: nn.Module) -> None:
@@ -451,10 +451,14 @@ class StrategyExtended:
             self._tracker = ModuleTracker()
             self._tracker.start()
 
+    def _agreement(self) -> Callable[[torch.Tensor, int], torch.Tensor] | None:
+        """The all-gather the replicas agree with on the modules a scope created."""
+        return self._group.all_gather if self._group.num_replicas_in_sync > 1 else None
+
     def _exit_scope(self) -> None:
         self._scope_depth -= 1
         if self._scope_depth == 0 and self._tracker is not None:
-            roots = self._tracker.stop()
+            roots = self._tracker.stop(self._agreement())
             self._tracker = None
             for root in roots:
                 self._setup_module(root)

@@ -132,6 +132,7 @@ def main() -> None:
 
     nested_structures(s, rid, seen)
     metric_freed_at_different_moments(s, rid, seen)
+    module_freed_at_different_moments(s, rid, seen)
 
     out.mkdir(parents=True, exist_ok=True)
     (out / f"replica{rid}.json").write_text(json.dumps(seen))
@@ -164,6 +165,41 @@ def metric_freed_at_different_moments(s: Any, rid: int, seen: dict[str, Any]) ->
                                 len(s.extended.sync_on_read)]
     finally:
         gc.enable()
+
+
+def _reducers() -> int:
+    gc.collect()
+    return sum(isinstance(o, torch.nn.parallel.DistributedDataParallel)
+               for o in gc.get_objects())
+
+
+def module_freed_at_different_moments(s: Any, rid: int, seen: dict[str, Any]) -> None:
+    """A module the scope created and the program dropped, that one replica's garbage
+    collector frees before ``fit`` sets the scope's modules up and the other's does not:
+    both set up the same modules.  And the gradient reducers rebuilt while the scope is
+    open (what trains changed) are distrib's, not modules of the program to replicate."""
+    before = _reducers()
+    gc.disable()  # collections only where this scenario makes them
+    try:
+        torch.manual_seed(0)
+        x = torch.randn(16, 3)
+        y = x.sum(1, keepdim=True)
+        with s.scope():
+            model = distrib.Model(torch.nn.Sequential(torch.nn.Linear(3, 4),
+                                                      torch.nn.Linear(4, 1)))
+            dropped = torch.nn.Linear(3, 1)
+            dropped.__dict__["me"] = dropped  # a cycle: freed only by a collection
+            del dropped
+            if rid == 0:
+                gc.collect()
+            for frozen in (False, True, False):
+                model.module[0].requires_grad_(not frozen)
+                model.compile(optimizer="sgd", loss="mse")
+                model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
+        weights = [float(p.detach().double().sum()) for p in model.parameters()]
+    finally:
+        gc.enable()
+    seen["freed_module"] = [_reducers() - before, weights]
 
 
 Pair = collections.namedtuple("Pair", "a b")

@@ -66,6 +66,7 @@ class CentralStorageExtended(StrategyExtended):
         # whose buffers follow its steps: held with it, so garbage collection, which runs
         # at different moments on each replica, never changes what is broadcast.
         self._modules: list[weakref.ref[nn.Module]] = []
+        self._setups = 0  # modules set up so far (what a cached list below was made from)
         self._stepped: weakref.WeakKeyDictionary[torch.optim.Optimizer,
                                                  tuple[int, list[nn.Module]]] = \
             weakref.WeakKeyDictionary()
@@ -99,6 +100,7 @@ class CentralStorageExtended(StrategyExtended):
         self._broadcast(self._states(module))  # every replica starts from the chief's values
         self._modules = [ref for ref in self._modules if ref() is not None]
         self._modules.append(weakref.ref(module))
+        self._setups += 1
         for p in module.parameters():
             self._owned[id(p)] = p
         object.__setattr__(module, "_distrib_replicated", True)  # fit's check: it is in sync
@@ -145,7 +147,7 @@ class CentralStorageExtended(StrategyExtended):
                          params: list[torch.Tensor]) -> list[nn.Module]:
         """The set-up modules that own a parameter ``optimizer`` steps, in setup order."""
         known = self._stepped.get(optimizer)
-        version = hash((len(self._modules), *map(id, params)))
+        version = hash((self._setups, *map(id, params)))
         if known is None or known[0] != version:
             ids = {id(p) for p in params}
             modules = [m for m in (ref() for ref in self._modules) if m is not None

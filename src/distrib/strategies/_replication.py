@@ -41,12 +41,10 @@ from torch import nn
 
 from distrib.comm import collectives, torch_adapter
 from distrib.errors import UsageError, explain
-from distrib.strategies._scope_tracker import untracked
+from distrib.strategies._scope_tracker import Gather, untracked
 
 __all__ = ["mark_replicated", "replicate_module", "is_replicated",
            "replicated_parameters"]
-
-Gather = Callable[[torch.Tensor, int], torch.Tensor]
 
 
 def _forward_frame(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

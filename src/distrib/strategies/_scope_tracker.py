@@ -38,8 +38,9 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_mod
 
-__all__ = ["ModuleTracker", "untracked"]
+__all__ = ["Gather", "ModuleTracker", "untracked"]
 
+#: A replica group's all-gather: ``all_gather(tensor, axis)``.
 Gather = Callable[[torch.Tensor, int], torch.Tensor]
 
 _untracked_depth = 0

@@ -68,7 +68,7 @@ class CentralStorageExtended(StrategyExtended):
         self._modules: list[weakref.ref[nn.Module]] = []
         self._setups = 0  # modules set up so far (what a cached list below was made from)
         self._stepped: weakref.WeakKeyDictionary[torch.optim.Optimizer,
-                                                 tuple[int, list[nn.Module]]] = \
+                                                 tuple[tuple[int, ...], list[nn.Module]]] = \
             weakref.WeakKeyDictionary()
         self._owned: weakref.WeakValueDictionary[int, torch.Tensor] = \
             weakref.WeakValueDictionary()
@@ -147,7 +147,7 @@ class CentralStorageExtended(StrategyExtended):
                          params: list[torch.Tensor]) -> list[nn.Module]:
         """The set-up modules that own a parameter ``optimizer`` steps, in setup order."""
         known = self._stepped.get(optimizer)
-        version = hash((self._setups, *map(id, params)))
+        version = (self._setups, *map(id, params))  # compared exactly: no hash collisions
         if known is None or known[0] != version:
             ids = {id(p) for p in params}
             modules = [m for m in (ref() for ref in self._modules) if m is not None

@@ -34,7 +34,7 @@ from distrib.strategies._replication import (
     replicate_module,
     replicated_parameters,
 )
-from distrib.strategies._scope_tracker import ModuleTracker
+from distrib.strategies._scope_tracker import Gather, ModuleTracker
 from distrib.strategies._step_hooks import StepHooks
 
 if TYPE_CHECKING:
@@ -451,7 +451,7 @@ class StrategyExtended:
             self._tracker = ModuleTracker()
             self._tracker.start()
 
-    def _agreement(self) -> Callable[[torch.Tensor, int], torch.Tensor] | None:
+    def _agreement(self) -> Gather | None:
         """The all-gather the replicas agree with on the modules a scope created."""
         return self._group.all_gather if self._group.num_replicas_in_sync > 1 else None
 

@@ -11,7 +11,8 @@ and ``DistributedDataParallel`` over gloo bound to the loopback interface
 (``GLOO_SOCKET_IFNAME=lo``) for 2.  Both contenders get the same CPU threads per
 process (``--threads``, default 1, through ``OMP_NUM_THREADS`` and
 ``torch.set_num_threads``) and the same placement: replica ``r`` of either contender
-pins itself to CPU ``r`` (``--no-pin`` leaves placement to the kernel).
+pins all its threads (gloo's too, once its process group exists) to CPU ``r``
+(``--no-pin`` leaves placement to the kernel).
 
 Method: ``--pairs`` pairs of runs, each run in fresh processes; within a pair the two
 contenders run back to back, the first alternating from pair to pair, so that both see
@@ -65,9 +66,17 @@ def _data(steps: int, batch: int, rank: int) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _pin(rank: int) -> None:
+    """Pin every thread of this process (the engine's included) to one CPU.
+
+    Called once the contender's process group exists, on both sides: gloo's worker
+    threads then share their replica's CPU in either contender (threads started later
+    inherit the CPU from the thread that starts them).
+    """
     if os.environ.get("BENCH_PIN") == "1" and hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+        cpu = {cpus[rank % len(cpus)]}
+        for task in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(task), cpu)
 
 
 def _timed(step: Any, xs: torch.Tensor, ys: torch.Tensor) -> dict[str, float]:
@@ -115,10 +124,10 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> dict[str, floa
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank = int(os.environ.get("RANK", "0"))
-    _pin(rank)
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if replicas > 1:
         dist.init_process_group("gloo", rank=rank, world_size=replicas)
+    _pin(rank)
     torch.manual_seed(0)
     net = DDP(MODELS[model]()) if replicas > 1 else MODELS[model]()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)

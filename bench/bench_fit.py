@@ -15,8 +15,8 @@ steps, SGD with momentum, cross-entropy on logits:
 Every contender, TensorFlow included, gets the same CPU threads per process
 (``--threads``, default 1: ``OMP_NUM_THREADS``, ``torch.set_num_threads``, and TF's
 intra- and inter-op thread pools), so that no side oversubscribes the cores, and the same
-placement: replica ``r`` of every contender pins itself to CPU ``r`` (``--no-pin``
-leaves placement to the kernel).
+placement: replica ``r`` of every contender pins all its threads (gloo's too, once its
+process group exists) to CPU ``r`` (``--no-pin`` leaves placement to the kernel).
 
 Each run is one ``fit`` (or loop) of ``--steps`` steps after a warm-up, in fresh
 processes, timed on rank 0 (wall and process CPU time).  Method: ``--pairs`` pairs of
@@ -86,10 +86,18 @@ def _build(model: str) -> Any:
 
 # ----------------------------------------------------------------- contenders
 def _pin(rank: int) -> None:
+    """Pin every thread of this process (the engine's included) to one CPU.
+
+    Called once the contender's process group exists, on both sides: gloo's worker
+    threads then share their replica's CPU in either contender (threads started later
+    inherit the CPU from the thread that starts them).
+    """
     if os.environ.get("BENCH_PIN") == "1" and hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
         offset = int(os.environ.get("BENCH_CPU", "0"))  # side by side: the other CPU
-        os.sched_setaffinity(0, {cpus[(rank + offset) % len(cpus)]})
+        cpu = {cpus[(rank + offset) % len(cpus)]}
+        for task in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(task), cpu)
 
 
 def _start_together() -> None:
@@ -140,10 +148,10 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> Timing:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank = int(os.environ.get("RANK", "0"))
-    _pin(rank)
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if replicas > 1:
         dist.init_process_group("gloo", rank=rank, world_size=replicas)
+    _pin(rank)
     torch.manual_seed(0)
     net: Any = _build(model)
     if replicas > 1:

@@ -23,6 +23,7 @@ Example (two replicas; replica ``i`` passes ``torch.tensor([i + 1.0])``)::
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -112,18 +113,46 @@ def all_reduce_nest(comm: Communicator, op: ReduceOp, value: Any) -> Any:
     return tree_unflatten(spec, out)
 
 
-def _gather_sizes(comm: Communicator, size: int) -> list[int]:
-    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(comm.world_size)]
-    with comm.guard("all_gather (sizes)"):
-        dist.all_gather(sizes, torch.tensor([size], dtype=torch.int64), group=comm.group)
-    return [int(s.item()) for s in sizes]
+# A gather whose every part fits in this many bytes takes one collective: each replica
+# sends its row count and its rows in one fixed-size buffer.  Larger parts take a second
+# collective, sized by the longest part (the counts came with the first).
+_INLINE_BYTES = 1024
+
+
+def _gather_inline(comm: Communicator, moved: torch.Tensor) -> tuple[list[int],
+                                                                     list[torch.Tensor] | None]:
+    """Every replica's row count, and every replica's rows where all of them fit inline.
+
+    Each replica sends 16 bytes of header (its row count, then padding that keeps the
+    rows aligned for any dtype) and up to ``_INLINE_BYTES`` of rows.  Every replica sees
+    every count, so all of them take the same path.
+    """
+    row_bytes = math.prod(moved.shape[1:]) * moved.element_size()
+    data = moved.reshape(-1).view(torch.uint8) if moved.numel() else \
+        torch.empty(0, dtype=torch.uint8, device=moved.device)
+    buf = torch.zeros(16 + _INLINE_BYTES, dtype=torch.uint8, device=moved.device)
+    buf[:8] = torch.tensor([moved.shape[0]], dtype=torch.int64,
+                           device=moved.device).view(torch.uint8)
+    if data.numel() <= _INLINE_BYTES:
+        buf[16:16 + data.numel()] = data
+    parts = [torch.empty_like(buf) for _ in range(comm.world_size)]
+    with comm.guard("all_gather"):
+        dist.all_gather(parts, buf, group=comm.group)
+    sizes = [int(n) for n in torch.stack([p[:8] for p in parts]).view(torch.int64).view(-1)
+             .tolist()]
+    if max(sizes) * row_bytes > _INLINE_BYTES:
+        return sizes, None
+    return sizes, [p[16:16 + n * row_bytes].view(moved.dtype).view(n, *moved.shape[1:])
+                   for p, n in zip(parts, sizes)]
 
 
 def _raw_all_gather(comm: Communicator, t: torch.Tensor, axis: int) -> tuple[torch.Tensor,
                                                                               list[int]]:
-    sizes = _gather_sizes(comm, t.shape[axis])
-    longest = max(sizes)
     moved = t.movedim(axis, 0).contiguous()
+    sizes, inline = _gather_inline(comm, moved)
+    if inline is not None:
+        return torch.cat(inline).movedim(0, axis), sizes
+    longest = max(sizes)
     if moved.shape[0] < longest:
         pad = torch.zeros((longest - moved.shape[0], *moved.shape[1:]), dtype=t.dtype,
                           device=t.device)

@@ -128,8 +128,7 @@ def _gather_inline(comm: Communicator, moved: torch.Tensor) -> tuple[list[int],
     every count, so all of them take the same path.
     """
     row_bytes = math.prod(moved.shape[1:]) * moved.element_size()
-    data = moved.reshape(-1).view(torch.uint8) if moved.numel() else \
-        torch.empty(0, dtype=torch.uint8, device=moved.device)
+    data = moved.reshape(-1).view(torch.uint8)
     buf = torch.zeros(16 + _INLINE_BYTES, dtype=torch.uint8, device=moved.device)
     buf[:8] = torch.tensor([moved.shape[0]], dtype=torch.int64,
                            device=moved.device).view(torch.uint8)
@@ -138,8 +137,7 @@ def _gather_inline(comm: Communicator, moved: torch.Tensor) -> tuple[list[int],
     parts = [torch.empty_like(buf) for _ in range(comm.world_size)]
     with comm.guard("all_gather"):
         dist.all_gather(parts, buf, group=comm.group)
-    sizes = [int(n) for n in torch.stack([p[:8] for p in parts]).view(torch.int64).view(-1)
-             .tolist()]
+    sizes: list[int] = torch.stack([p[:8] for p in parts]).view(torch.int64).flatten().tolist()
     if max(sizes) * row_bytes > _INLINE_BYTES:
         return sizes, None
     return sizes, [p[16:16 + n * row_bytes].view(moved.dtype).view(n, *moved.shape[1:])

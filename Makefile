@@ -5,6 +5,9 @@
 #   .venv         torch 2.13.0, the pinned development and CI engine (requirements-dev.txt)
 #   .venv-floor   torch 2.9.0 + torch_xla 2.9.0, the oldest supported torch (requirements-floor.txt)
 #   .venv-newest  torch 2.14.1, the newest torch this machine installs (requirements-newest.txt)
+#   .venv-py3.10, .venv-py3.12, .venv-py3.13, .venv-system
+#                 the pinned torch on each other interpreter the README promises (pyenv's
+#                 3.10/3.12/3.13, Debian's own /usr/bin/python3), from requirements-dev.txt
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -16,7 +19,8 @@ FAST := -m "not slow"
 # their clusters apart). `make test XDIST=` runs them one at a time.
 XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: demo test test-pinned test-floor test-newest test-fast lint bench clean
+.PHONY: demo test test-pinned test-floor test-newest test-fast test-interpreters \
+	test-cross-interpreter lint bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt requirements-tools.txt
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +51,28 @@ WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/distrib/wheels
 	.venv-newest/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
+# The other interpreters: pyenv's (PYENV_ROOT or ~/.pyenv) or python3.X on the PATH, and
+# Debian's own python3. Each gets the pinned torch; their wheels go through the wheelhouse.
+PYENV_VERSIONS ?= $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
+find_python = $(firstword $(wildcard $(PYENV_VERSIONS)/$(1).*/bin/python$(1)) \
+	$(shell command -v python$(1) 2>/dev/null))
+PYTHON3.10 ?= $(call find_python,3.10)
+PYTHON3.12 ?= $(call find_python,3.12)
+PYTHON3.13 ?= $(call find_python,3.13)
+PYTHON_SYSTEM ?= $(wildcard /usr/bin/python3)
+INTERPRETERS := py3.10 py3.12 py3.13 system
+interpreter = $(if $(filter system,$(1)),$(PYTHON_SYSTEM),$(PYTHON$(patsubst py%,%,$(1))))
+
+.venv-%/.installed: requirements-dev.txt requirements-tools.txt pyproject.toml
+	@test -n "$(call interpreter,$*)" || { echo "no interpreter for .venv-$* on this machine" \
+		"(set PYTHON3.X or PYTHON_SYSTEM)"; exit 1; }
+	$(call interpreter,$*) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q --upgrade pip
+	.venv-$*/bin/python -m pip download -q -d $(WHEELS) -r requirements-dev.txt
+	.venv-$*/bin/python -m pip install -q --no-index --find-links $(WHEELS) -r requirements-dev.txt
+	.venv-$*/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
 demo: $(STAMP)
 	$(PY) examples/demo_fit.py
 
@@ -55,8 +81,9 @@ lint: $(STAMP)
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 
-# The whole suite on the pinned torch, then the fast suite on the floor and newest torch.
-test: test-pinned test-floor test-newest
+# The whole suite on the pinned torch, the fast suite on the floor and newest torch and on
+# every other interpreter, then checkpoints written by each interpreter restored by every other.
+test: test-pinned test-floor test-newest test-interpreters test-cross-interpreter
 
 test-pinned: lint
 	$(PY) -m pytest -q $(XDIST)
@@ -67,6 +94,17 @@ test-floor: .venv-floor/.installed
 test-newest: .venv-newest/.installed
 	.venv-newest/bin/python -m pytest -q $(XDIST) $(FAST)
 
+test-interpreters: $(foreach i,$(INTERPRETERS),.venv-$(i)/.installed)
+	set -e; for i in $(INTERPRETERS); do echo "== fast suite on .venv-$$i"; \
+		.venv-$$i/bin/python -m pytest -q $(XDIST) $(FAST); done
+
+# tests/checkpoint/test_cross_interpreter.py requires every environment it is given.
+test-cross-interpreter: $(STAMP) .venv-floor/.installed .venv-newest/.installed \
+		$(foreach i,$(INTERPRETERS),.venv-$(i)/.installed)
+	DISTRIB_TEST_INTERPRETERS="$(abspath $(PY)) $(foreach v,.venv-floor .venv-newest \
+		$(foreach i,$(INTERPRETERS),.venv-$(i)),$(abspath $(v))/bin/python)" \
+		$(PY) -m pytest -q tests/checkpoint/test_cross_interpreter.py
+
 # Quick local runs: lint and the fast suite on the pinned torch only.
 test-fast: lint
 	$(PY) -m pytest -q $(XDIST) $(FAST)
@@ -75,4 +113,4 @@ bench: $(STAMP)
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-floor .venv-newest .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-floor .venv-newest $(foreach i,$(INTERPRETERS),.venv-$(i)) .mypy_cache .ruff_cache .pytest_cache

@@ -16,8 +16,9 @@ import torch
 from torch import nn
 
 import distrib
+from distrib.checkpoint import manager as manager_module
 from distrib.checkpoint.encoding import TensorTable, decode, encode
-from distrib.errors import CheckpointError, CheckpointMismatchError
+from distrib.errors import CheckpointError, CheckpointMismatchError, UsageError
 from tests.support import clean_env
 
 
@@ -135,7 +136,7 @@ def test_pickled_items_inside_the_data_are_never_loaded(tmp_path: Path) -> None:
 
 
 def test_the_manager_keeps_the_newest_and_records_them_in_the_state_file(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = _Run()
     manager = distrib.CheckpointManager(run.checkpoint, tmp_path, max_to_keep=2)
     paths = [manager.save() for _ in range(4)]
@@ -144,8 +145,10 @@ def test_the_manager_keeps_the_newest_and_records_them_in_the_state_file(
     again = distrib.CheckpointManager(_Run().checkpoint, tmp_path, max_to_keep=2)
     assert again.checkpoints == paths[2:]
     assert distrib.train.latest_checkpoint(tmp_path) == paths[3]
+    clock = iter(range(1000, 2000, 10))  # each reading 10 s after the one before
+    monkeypatch.setattr(manager_module, "_clock", lambda: float(next(clock)))
     hourly = distrib.CheckpointManager(run.checkpoint, tmp_path / "h", max_to_keep=1,
-                                       keep_checkpoint_every_n_hours=1e-9)
+                                       keep_checkpoint_every_n_hours=5 / 3600)
     for _ in range(3):
         hourly.save()
     assert sorted(p.name for p in (tmp_path / "h").iterdir()) == \
@@ -187,6 +190,54 @@ def test_a_corrupt_newest_checkpoint_is_skipped_with_a_warning_naming_it(
     with pytest.warns(UserWarning, match=f"Skipping checkpoint {newest}"):
         assert again.restore_or_initialize() == str(tmp_path / "ckpt-1")
     assert int(resumed.step) == 2
+
+
+@pytest.mark.parametrize("target", ["", ".", "folder", "file"])
+def test_a_checkpoint_never_replaces_what_is_not_a_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    monkeypatch.chdir(tmp_path)  # "" and "." name the working directory
+    (tmp_path / "train.py").write_text("print('the user's program')")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "notes.txt").write_text("kept")
+    (tmp_path / "file").write_text("kept")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    run = _Run()
+    error = UsageError if target == "" else CheckpointError
+    with pytest.raises(error, match="non-empty path" if target == "" else "cannot be written"):
+        run.checkpoint.write(target)
+    if target == "":
+        with pytest.raises(UsageError, match="non-empty path"):
+            run.checkpoint.save(target)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    assert (tmp_path / "folder" / "notes.txt").read_text() == "kept"
+    first = run.checkpoint.write(tmp_path / "ckpt")  # a checkpoint replaces a checkpoint
+    run.train(1)
+    assert run.checkpoint.write(tmp_path / "ckpt") == first
+
+
+def test_restore_or_initialize_raises_when_checkpoints_exist_and_none_restores(
+        tmp_path: Path) -> None:
+    run = _Run()
+    manager = distrib.CheckpointManager(run.checkpoint, tmp_path, max_to_keep=3)
+    saved = []
+    for _ in range(3):
+        run.train(1)
+        saved.append(Path(manager.save()))
+    for path in saved:
+        (path / ".metadata").write_bytes(b"\x80\x04garbage")
+    initialised = []
+    resumed = _Run(seed=9)
+    again = distrib.CheckpointManager(resumed.checkpoint, tmp_path, max_to_keep=3,
+                                      init_fn=lambda: initialised.append(True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(CheckpointError, match="none can be restored") as raised:
+            again.restore_or_initialize()
+    for path in saved:  # each named with its reason, and still on disk
+        assert f"{path}: " in str(raised.value)
+        assert path.is_dir()
+    assert initialised == [] and int(resumed.step) == 0
+    assert again.checkpoints == [str(p) for p in saved]
 
 
 def test_an_unwritable_directory_fails_when_the_manager_is_created(tmp_path: Path) -> None:

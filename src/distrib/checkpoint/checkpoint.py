@@ -30,11 +30,16 @@ import torch.distributed as dist
 
 from distrib.checkpoint.encoding import TensorTable, decode, encode, json_tensor, tensor_json
 from distrib.checkpoint.status import LoadStatus
-from distrib.checkpoint.storage import clear_partial, read_directory, write_directory
+from distrib.checkpoint.storage import (
+    check_replaceable,
+    clear_partial,
+    read_directory,
+    write_directory,
+)
 from distrib.checkpoint.tracking import LOCAL, Leaf, check_all, mismatch_error, track
 from distrib.distribute import context
 from distrib.distribute.group import ExtendedLike, ReplicaGroupInfo
-from distrib.errors import CheckpointError, ContextError, InvalidTypeError, explain
+from distrib.errors import CheckpointError, ContextError, InvalidTypeError, UsageError, explain
 
 __all__ = ["Checkpoint", "CheckpointOptions", "agree_failures", "agree_counts"]
 
@@ -45,6 +50,16 @@ _DOC = "__distrib__/checkpoint"
 def _local_doc(replica: int) -> str:
     return f"__distrib__/replica/{replica}"
 
+
+
+def _prefix(file_prefix: object, method: str) -> str:
+    """``file_prefix`` as a path, refused when it is not a non-empty path."""
+    path = os.fspath(file_prefix) if isinstance(file_prefix, (str, os.PathLike)) else None
+    if not isinstance(path, str) or not path:
+        raise UsageError(explain(f"Checkpoint.{method} file_prefix", file_prefix,
+                                 "must be a non-empty path (str or os.PathLike of str)",
+                                 "pass e.g. 'ckpt/ckpt' (TensorFlow's file prefix)"))
+    return path
 
 class CheckpointOptions:
     """Options of a save (``tf.train.CheckpointOptions``).
@@ -274,6 +289,12 @@ class Checkpoint:
         tensors = self._collect(ext)
         chief = group.replica_id == 0
         path = os.path.abspath(os.fspath(path))
+        problem = check_replaceable(path) if chief else None
+        if agree_failures(group, problem is not None):
+            raise CheckpointError(explain(
+                "checkpoint path", path, f"cannot be written: {problem or 'see the chief'}",
+                "pass a path of its own for the checkpoint (e.g. 'ckpt/ckpt'), or remove "
+                "what is there"))
         self._clear_partial(group, path, chief)
 
         def job(staged: dict[str, torch.Tensor]) -> None:
@@ -303,7 +324,7 @@ class Checkpoint:
     def write(self, file_prefix: str | os.PathLike[str],
               options: CheckpointOptions | None = None) -> str:
         """Write a checkpoint at exactly ``file_prefix`` (no counter, no state file)."""
-        return self._write(os.fspath(file_prefix), options)
+        return self._write(_prefix(file_prefix, "write"), options)
 
     def save(self, file_prefix: str | os.PathLike[str],
              options: CheckpointOptions | None = None) -> str:
@@ -313,8 +334,9 @@ class Checkpoint:
         """
         from distrib.checkpoint.manager import record_checkpoint
 
+        prefix = _prefix(file_prefix, "save")
         self._save_counter += 1
-        path = os.path.abspath(f"{os.fspath(file_prefix)}-{self._save_counter}")
+        path = os.path.abspath(f"{prefix}-{self._save_counter}")
         return self._write(path, options, lambda: record_checkpoint(path))
 
     @staticmethod

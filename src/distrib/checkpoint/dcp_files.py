@@ -17,8 +17,11 @@ Example::
 
 from __future__ import annotations
 
+import collections
+import enum
 import io
 import os
+import pathlib
 import pickle
 import warnings
 from typing import Any
@@ -36,25 +39,69 @@ __all__ = ["CheckpointException", "SafeReader", "TensorStorageMetadata", "load",
 
 _METADATA = ".metadata"
 
-_ALLOWED_CLASSES = {
-    ("torch.distributed.checkpoint.metadata", name) for name in (
-        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
-        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING")
-} | {
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
-    ("torch", "Size"), ("torch.serialization", "_get_layout"),
-    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"),
-    ("pathlib", "PureWindowsPath"), ("collections", "OrderedDict"),
-}
+def _dcp_classes() -> dict[tuple[str, str], object]:
+    """What a DCP ``.metadata`` pickle may name, by (module, name) as any supported
+    interpreter writes it, mapped to this interpreter's object.
+
+    Interpreters pickle the same classes under different names: ``pathlib.PosixPath`` is
+    ``pathlib._local.PosixPath`` on 3.13 (where ``pathlib`` became a package), and enum
+    members are ``getattr(cls, name)`` on some 3.11 patch releases (Debian 12's 3.11.2)
+    and ``cls(value)`` elsewhere. The table names each spelling, so a checkpoint written
+    by one supported interpreter restores on every other.
+    """
+    from torch.distributed.checkpoint import filesystem, metadata
+
+    allowed: dict[tuple[str, str], object] = {
+        ("torch.distributed.checkpoint.metadata", name): getattr(metadata, name)
+        for name in ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata",
+                     "ChunkStorageMetadata", "TensorProperties", "MetadataIndex",
+                     "StorageMeta", "_MEM_FORMAT_ENCODING")
+        if hasattr(metadata, name)
+    }
+    allowed[("torch.distributed.checkpoint.filesystem", "_StorageInfo")] = \
+        filesystem._StorageInfo
+    allowed[("torch", "Size")] = torch.Size
+    allowed[("torch.serialization", "_get_layout")] = _layout
+    allowed[("collections", "OrderedDict")] = collections.OrderedDict
+    allowed[("builtins", "getattr")] = _enum_member
+    for module in ("pathlib", "pathlib._local"):
+        for name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath"):
+            allowed[(module, name)] = getattr(pathlib, name)
+    return allowed
+
+
+def _layout(name: str) -> torch.layout:
+    """``torch.serialization._get_layout`` for the layouts a tensor can have."""
+    layout = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(layout, torch.layout):
+        raise CheckpointError(f"checkpoint metadata names the layout {name!r}, which is not a "
+                              "torch layout: the file is corrupt or not a checkpoint")
+    return layout
+
+
+def _enum_member(cls: object, name: object) -> enum.Enum:
+    """``getattr(cls, name)`` as a 3.11 pickle writes an enum member, for DCP's enums only."""
+    if not (isinstance(cls, type) and issubclass(cls, enum.Enum) and isinstance(name, str)
+            and name in cls.__members__):
+        raise CheckpointError(f"checkpoint metadata calls getattr({cls!r}, {name!r}), which "
+                              "a DCP metadata file holds only for an enum member: the file is "
+                              "corrupt or not a checkpoint (nothing from it was run)")
+    return cls.__members__[name]
 
 
 class _MetadataUnpickler(pickle.Unpickler):
     """Unpickles DCP's ``.metadata`` and nothing else: unknown classes are refused."""
 
+    _allowed: dict[tuple[str, str], object] | None = None
+
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _ALLOWED_CLASSES or (
-                module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
-            return super().find_class(module, name)
+        if _MetadataUnpickler._allowed is None:
+            _MetadataUnpickler._allowed = _dcp_classes()
+        found = _MetadataUnpickler._allowed.get((module, name))
+        if found is not None:
+            return found
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
         raise CheckpointError(f"checkpoint metadata refers to {module}.{name}, which a DCP "
                               "metadata file never holds: the file is corrupt or not a "
                               "checkpoint (nothing from it was run)")

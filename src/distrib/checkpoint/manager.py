@@ -35,6 +35,9 @@ from distrib.checkpoint.statefile import CheckpointState, read_state, write_stat
 from distrib.checkpoint.storage import check_writable, remove_directory
 from distrib.errors import CheckpointError, CheckpointMismatchError, UsageError, explain
 
+#: The clock of checkpoint timestamps (seconds since the epoch, as TF records them).
+_clock = time.time
+
 __all__ = ["CheckpointManager", "latest_checkpoint", "record_checkpoint"]
 
 _record_lock = threading.Lock()
@@ -73,7 +76,7 @@ def record_checkpoint(path: str) -> None:
             i = state.all.index(name)
             del state.all[i], state.timestamps[i]
         state.all.append(name)
-        state.timestamps.append(time.time())
+        state.timestamps.append(_clock())
         state.latest = name
         write_state(directory, state)
 
@@ -139,7 +142,7 @@ class CheckpointManager:
         self._check_directory()
         state = read_state(self._directory) or CheckpointState()
         self._kept: dict[str, float] = dict(zip(state.all, state.timestamps))
-        self._last_preserved = state.last_preserved_timestamp or time.time()
+        self._last_preserved = state.last_preserved_timestamp or _clock()
 
     def _check_directory(self) -> None:
         group = self._checkpoint._extended().replica_group
@@ -230,7 +233,7 @@ class CheckpointManager:
         number = ckpt._save_counter if checkpoint_number is None else _as_int(checkpoint_number)
         name = f"{self._name}-{number}"
         self._kept.pop(name, None)
-        self._kept[name] = time.time()
+        self._kept[name] = _clock()
         doomed = self._sweep()
         kept, stamps, preserved = list(self._kept), list(self._kept.values()), \
             self._last_preserved
@@ -253,6 +256,7 @@ class CheckpointManager:
         ckpt = self._checkpoint
         ckpt.sync()
         group = ckpt._extended().replica_group
+        skipped: list[tuple[str, str]] = []
         for path in reversed(self.checkpoints):
             prepared, error = ckpt._prepare(path)
             mismatched = not isinstance(error, CheckpointError) and error is not None
@@ -262,16 +266,27 @@ class CheckpointManager:
                     f"Checkpoint {path} does not match the objects it is restored into "
                     f"on {refused} replica(s) (see their errors).")
             if failed == 0 and prepared is not None:
+                for damaged, _ in skipped:
+                    self._kept.pop(os.path.basename(damaged), None)
                 ckpt._apply(prepared).expect_partial()
                 if self._interval is not None:
                     self._last_step = _as_int(self._step_counter)
                 return path
             reason = str(error) if error is not None else \
                 f"{failed} replica(s) could not read it"
-            if group.replica_id == 0:
+            skipped.append((path, reason))
+            if group.replica_id == 0 and len(skipped) < len(self._kept):
                 warnings.warn(f"Skipping checkpoint {path}: {reason}. Restoring the one "
                               "before it instead.", stacklevel=2)
-            self._kept.pop(os.path.basename(path), None)
+        if skipped:
+            # Starting over would train from step 0 and rotate the unreadable checkpoints
+            # (perhaps readable elsewhere) out of the directory: progress would be lost.
+            raise CheckpointError(
+                f"{self._directory} holds {len(skipped)} checkpoint(s) and none can be "
+                "restored:\n  " + "\n  ".join(f"{p}: {why}" for p, why in skipped)
+                + "\nNothing was initialised, so nothing is overwritten. Fix or move the "
+                "checkpoints named (or restore one explicitly with Checkpoint.restore), or "
+                "pass an empty directory to start over.")
         if self._init_fn is not None:
             self._init_fn()
         return None

@@ -38,7 +38,8 @@ import torch
 from distrib.errors import CheckpointError, explain
 
 __all__ = ["write_directory", "read_directory", "read_tensor_metadata", "partial_name",
-           "check_writable", "remove_directory", "is_partial", "clear_partial"]
+           "check_writable", "remove_directory", "is_partial", "clear_partial",
+           "check_replaceable"]
 
 _PARTIAL = ".partial"
 
@@ -87,9 +88,44 @@ def _fsync_dir(path: str) -> None:
             os.close(fd)
 
 
+def _is_checkpoint_directory(path: str) -> bool:
+    """Whether ``path`` is a directory holding nothing but a checkpoint's files."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return all(n == ".metadata" or (n.startswith("__") and n.endswith(".distcp"))
+               for n in names)
+
+
+def check_replaceable(path: str) -> str | None:
+    """Why a checkpoint may not be written at ``path`` (None: it may).
+
+    A checkpoint replaces only an earlier checkpoint of the same name: anything else
+    there (the program's own directory, a file, a folder with other files) is never
+    touched.
+
+    Example:
+        >>> check_replaceable(os.getcwd()) is not None   # a source tree is not a checkpoint
+        True
+    """
+    if not os.path.lexists(path):
+        return None
+    if os.path.islink(path) or not os.path.isdir(path):
+        return "it exists and is not a checkpoint directory"
+    if not _is_checkpoint_directory(path):
+        return ("it is an existing directory that holds other files than a checkpoint's "
+                "(.metadata, __*.distcp); distrib replaces only a checkpoint")
+    return None
+
+
 def _commit(partial: str, final: str) -> None:
     parent = os.path.dirname(final)
     _fsync_dir(partial)
+    problem = check_replaceable(final)
+    if problem is not None:  # checked before writing too; a directory may appear since
+        raise CheckpointError(explain("checkpoint path", final, f"cannot be written: {problem}",
+                                      "choose a new name, or remove what is there"))
     if os.path.exists(final):  # saving again under the same name: swap, then drop the old
         old = os.path.join(parent, f".{os.path.basename(final)}.old")
         remove_directory(old)

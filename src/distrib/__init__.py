@@ -49,17 +49,17 @@ _EXPORTS: dict[str, str] = {
                      "TerminationConfig"], "distrib.checkpoint"),
     **dict.fromkeys(["CentralStorageStrategy", "MirroredStrategy",
                      "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-                     "ParameterServerStrategy", "Strategy", "StrategyExtended",
-                     "TPUStrategy"], "distrib.strategies"),
+                     "ParameterServerStrategy", "ShardedStrategy", "Strategy",
+                     "StrategyExtended", "TPUStrategy"], "distrib.strategies"),
     **dict.fromkeys(["FixedShardsPartitioner", "MaxSizePartitioner", "MinSizePartitioner"],
                     "distrib.distribute.partitioners"),
-    **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics", "optimizers"],
+    **dict.fromkeys(["Model", "callbacks", "function", "losses", "metrics"],
                     "distrib.training"),
 }
 _SUBMODULES = {"checkpoint", "cluster", "comm", "config", "coordinator", "data", "datasets",
-               "distribute", "errors", "estimator", "experimental", "input",
-               "mixed_precision", "models", "nest", "rpc", "strategies", "tpu", "train",
-               "training", "utils"}
+               "distribute", "distribution", "errors", "estimator", "experimental", "input",
+               "mixed_precision", "models", "nest", "optimizers", "rpc", "strategies", "tpu",
+               "train", "training", "utils"}
 
 if TYPE_CHECKING:
     from distrib import (
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         data,
         datasets,
         distribute,
+        distribution,
         errors,
         estimator,
         experimental,
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
         mixed_precision,
         models,
         nest,
+        optimizers,
         rpc,
         strategies,
         tpu,
@@ -118,11 +120,12 @@ if TYPE_CHECKING:
         MultiWorkerMirroredStrategy,
         OneDeviceStrategy,
         ParameterServerStrategy,
+        ShardedStrategy,
         Strategy,
         StrategyExtended,
         TPUStrategy,
     )
-    from distrib.training import Model, callbacks, function, losses, metrics, optimizers
+    from distrib.training import Model, callbacks, function, losses, metrics
 
 # A replica process that a program starts for itself (MirroredStrategy over several
 # devices) begins with the random state this program had here, so data drawn from
@@ -155,10 +158,11 @@ __all__ = [
     "FixedShardsPartitioner", "InputContext", "InputOptions", "InputReplicationMode",
     "MaxSizePartitioner", "MinSizePartitioner", "Mirrored", "MirroredStrategy", "Model",
     "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "ParameterServerStrategy",
-    "PerReplica", "PreemptionCheckpointHandler", "ReduceOp", "ReplicaContext", "Strategy",
+    "PerReplica", "PreemptionCheckpointHandler", "ReduceOp", "ReplicaContext",
+    "ShardedStrategy", "Strategy",
     "StrategyExtended", "TPUStrategy", "TerminationConfig", "ValueContext", "callbacks",
     "checkpoint", "cluster", "comm", "compute_average_loss", "config", "coordinator", "data",
-    "datasets", "distribute", "errors", "estimator", "experimental",
+    "datasets", "distribute", "distribution", "errors", "estimator", "experimental",
     "experimental_set_strategy", "function", "get_replica_context", "get_strategy",
     "has_strategy", "in_cross_replica_context", "input", "losses", "metrics",
     "mixed_precision", "models", "nest", "optimizers", "rpc", "scale_regularization_loss",

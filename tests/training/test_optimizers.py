@@ -17,14 +17,17 @@ from distrib.training import optimizers
 def test_names_build_torch_optimizers_with_keras_defaults(name: str, cls: type, lr: float
                                                           ) -> None:
     opt = optimizers.get(name, torch.nn.Linear(2, 1).parameters())
-    assert type(opt) is cls
+    assert isinstance(opt, cls) and isinstance(opt, optimizers.Optimizer)
+    assert type(opt).__name__.lower() == name.lower()
     assert optimizers.learning_rate(opt) == lr
 
 
 def test_keras_specific_defaults() -> None:
     params = list(torch.nn.Linear(2, 1).parameters())
     assert optimizers.get("adam", params).param_groups[0]["eps"] == 1e-7
-    assert optimizers.get("adamw", params).param_groups[0]["weight_decay"] == 0.004
+    adamw = optimizers.get("adamw", params)
+    assert adamw.weight_decay == 0.004  # type: ignore[attr-defined]  # Keras' decoupled decay
+    assert adamw.param_groups[0]["weight_decay"] == 0.0  # (not torch's, applied once)
     assert optimizers.get("rmsprop", params).param_groups[0]["alpha"] == 0.9
     assert optimizers.get("adagrad", params).param_groups[0]["initial_accumulator_value"] == 0.1
 

@@ -1,24 +1,32 @@
-"""Optimizers by Keras name, with Keras' default hyper-parameters, built on ``torch.optim``.
+"""Keras' optimizers (``tf.keras.optimizers``) on torch's update rules, and ``get``.
 
-``get("adam", params)`` returns ``torch.optim.Adam(params, lr=0.001, eps=1e-7)``:
-the update rule is torch's, the defaults are Keras' (learning rate, epsilon,
-momentum terms).  Any ``torch.optim.Optimizer`` instance is used as it is, and a
-``torch.optim.Optimizer`` subclass is instantiated on the parameters with torch's
-defaults.
+``distrib.optimizers.Adam(learning_rate=0.001)`` and the other Keras classes (``SGD``,
+``RMSprop``, ``Adagrad``, ``Adadelta``, ``AdamW``, ``Adamax``, ``Nadam``, ``Lion``) take
+Keras' arguments — ``clipnorm``, ``clipvalue``, ``global_clipnorm``, ``weight_decay``,
+``use_ema``, ``gradient_accumulation_steps``, a ``schedules`` object as ``learning_rate``
+— and become the matching ``torch.optim`` optimizer when ``compile`` builds them on the
+model (see :mod:`distrib.training.keras_optimizers`). A name (``optimizer="adam"``)
+builds that class with Keras' defaults. Any ``torch.optim.Optimizer`` instance is used
+as it is, and a ``torch.optim.Optimizer`` subclass is instantiated on the parameters
+with torch's defaults.
 
-| name | class | Keras defaults applied |
+| name | class | Keras defaults |
 |---|---|---|
 | ``"sgd"`` | ``SGD`` | lr 0.01, momentum 0 |
-| ``"adam"`` | ``Adam`` | lr 0.001, betas (0.9, 0.999), eps 1e-7 |
-| ``"adamw"`` | ``AdamW`` | lr 0.001, weight_decay 0.004, eps 1e-7 |
-| ``"rmsprop"`` | ``RMSprop`` | lr 0.001, rho (alpha) 0.9, eps 1e-7 |
-| ``"adagrad"`` | ``Adagrad`` | lr 0.001, initial accumulator 0.1, eps 1e-7 |
+| ``"adam"`` | ``Adam`` | lr 0.001, betas (0.9, 0.999), epsilon 1e-7 |
+| ``"adamw"`` | ``AdamW`` | lr 0.001, weight_decay 0.004, epsilon 1e-7 |
+| ``"rmsprop"`` | ``RMSprop`` | lr 0.001, rho 0.9, epsilon 1e-7 |
+| ``"adagrad"`` | ``Adagrad`` | lr 0.001, initial accumulator 0.1, epsilon 1e-7 |
+| ``"adadelta"`` | ``Adadelta`` | lr 0.001, rho 0.95, epsilon 1e-7 |
+| ``"adamax"`` | ``Adamax`` | lr 0.001, betas (0.9, 0.999), epsilon 1e-7 |
+| ``"nadam"`` | ``Nadam`` | lr 0.001, betas (0.9, 0.999), epsilon 1e-7 |
+| ``"lion"`` | ``Lion`` | lr 0.001, betas (0.9, 0.99) |
 
 Example:
     >>> import torch
     >>> opt = get("adam", torch.nn.Linear(2, 1).parameters())
-    >>> type(opt).__name__, opt.param_groups[0]["lr"]
-    ('Adam', 0.001)
+    >>> isinstance(opt, torch.optim.Adam), opt.param_groups[0]["lr"], opt.learning_rate
+    (True, 0.001, 0.001)
 """
 
 from __future__ import annotations
@@ -30,22 +38,26 @@ from typing import Any
 import torch
 
 from distrib.errors import InvalidTypeError, UsageError, explain
+from distrib.training import lr_schedules as schedules
+from distrib.training.keras_optimizer_classes import (
+    BY_NAME,
+    SGD,
+    Adadelta,
+    Adagrad,
+    Adam,
+    Adamax,
+    AdamW,
+    Lion,
+    Nadam,
+    RMSprop,
+)
+from distrib.training.keras_optimizers import KerasOptimizer
 
-__all__ = ["KERAS_DEFAULTS", "get", "learning_rate", "set_learning_rate"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
+           "Nadam", "Lion", "schedules", "get", "learning_rate", "set_learning_rate"]
 
-KERAS_DEFAULTS: dict[str, tuple[type[torch.optim.Optimizer], dict[str, Any]]] = {
-    "sgd": (torch.optim.SGD, {"lr": 0.01, "momentum": 0.0}),
-    "adam": (torch.optim.Adam, {"lr": 0.001, "betas": (0.9, 0.999), "eps": 1e-7}),
-    "adamw": (torch.optim.AdamW, {"lr": 0.001, "betas": (0.9, 0.999), "eps": 1e-7,
-                                  "weight_decay": 0.004}),
-    "rmsprop": (torch.optim.RMSprop, {"lr": 0.001, "alpha": 0.9, "eps": 1e-7,
-                                      "momentum": 0.0}),
-    "adagrad": (torch.optim.Adagrad, {"lr": 0.001, "initial_accumulator_value": 0.1,
-                                      "eps": 1e-7}),
-}
-"""Keras' default hyper-parameters, translated to the matching ``torch.optim`` class."""
-
-_FUSED = ("sgd", "adam", "adamw", "adagrad")  # torch has fused kernels for these
+Optimizer = KerasOptimizer
+"""The base class of the Keras optimizers (Keras' ``keras.optimizers.Optimizer``)."""
 
 
 def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any],
@@ -53,45 +65,51 @@ def get(identifier: Any, params: Iterable[torch.nn.Parameter] | Callable[[], Any
     """Resolve ``identifier`` to an optimizer over ``params``.
 
     Args:
-        identifier: a Keras name (``"adam"``), a ``torch.optim.Optimizer`` instance
-            (returned unchanged), or an optimizer class (instantiated on ``params``).
-        params: the parameters to optimise (or a function returning them, called
-            only when a new optimizer is built).
-        fused: for a name, build torch's fused implementation where torch has one
-            for these parameters (``sgd``, ``adam``, ``adamw``, ``adagrad``): it takes
-            loss scaling's found-inf flag on the device, so a skipped step needs no
-            host synchronisation.
+        identifier: a Keras name (``"adam"``), a Keras optimizer of this module (built on
+            ``params``), a ``torch.optim.Optimizer`` instance (returned unchanged), or an
+            optimizer class (instantiated on ``params``).
+        params: the parameters to optimise, or a function returning them (called only when
+            an optimizer is built). A module's bound ``parameters`` method also gives the
+            parameters' names, which ``exclude_from_weight_decay(var_names=...)`` matches.
+        fused: build torch's fused implementation where torch has one for these
+            parameters (``sgd``, ``adam``, ``adamw``, ``adagrad``) and no gradient is
+            transformed (clipping, accumulation): it takes loss scaling's found-inf flag
+            on the device, so a skipped step needs no host synchronisation.
 
     Example:
         >>> net = torch.nn.Linear(2, 1)
         >>> get(torch.optim.SGD(net.parameters(), lr=0.5), net.parameters()).param_groups[0]["lr"]
         0.5
+        >>> get(SGD(0.1, momentum=0.9), net.parameters).param_groups[0]["momentum"]
+        0.9
     """
+    if isinstance(identifier, str):
+        cls = BY_NAME.get(identifier.lower())
+        if cls is None:
+            raise UsageError(explain("optimizer", identifier, f"Unknown optimizer: "
+                                     f"{identifier!r}; the optimizer names are "
+                                     + ", ".join(sorted(BY_NAME)),
+                                     "pass one of those names or a torch.optim optimizer"))
+        identifier = cls()
+    if isinstance(identifier, KerasOptimizer):
+        owner = getattr(params, "__self__", None)
+        names = {id(p): n for n, p in owner.named_parameters()} \
+            if isinstance(owner, torch.nn.Module) else None
+        return identifier.build(params() if callable(params) else params, fused=fused,
+                                names=names)
     if isinstance(identifier, torch.optim.Optimizer):
         return identifier
     if hasattr(identifier, "inner_optimizer") and hasattr(identifier, "param_groups"):
         return identifier  # type: ignore[no-any-return]  # a LossScaleOptimizer
-    plist = list(params() if callable(params) else params)
-    if isinstance(identifier, str):
-        key = identifier.lower()
-        if key not in KERAS_DEFAULTS:
-            raise UsageError(explain("optimizer", identifier, f"Unknown optimizer: "
-                                     f"{identifier!r}; the optimizer names are "
-                                     + ", ".join(sorted(KERAS_DEFAULTS)),
-                                     "pass one of those names or a torch.optim optimizer"))
-        cls, kwargs = KERAS_DEFAULTS[key]
-        if fused and key in _FUSED:
-            try:
-                return cls(plist, **kwargs, fused=True)  # type: ignore[call-arg]
-            except (RuntimeError, ValueError):  # not on these parameters' devices/dtypes
-                pass
-        return cls(plist, **kwargs)
     if isinstance(identifier, type) and issubclass(identifier, torch.optim.Optimizer):
+        plist = list(params() if callable(params) else params)
         built: torch.optim.Optimizer = identifier(plist)  # type: ignore[call-arg]
         return built
     raise InvalidTypeError(explain("optimizer", identifier, "must be a Keras optimizer name, "
-                                   "a torch.optim.Optimizer or an Optimizer class",
-                                   "pass e.g. optimizer='adam' or torch.optim.SGD(params, lr=0.1)"))
+                                   "a distrib.optimizers optimizer, a torch.optim.Optimizer "
+                                   "or an Optimizer class",
+                                   "pass e.g. optimizer='adam', distrib.optimizers.Adam(1e-3) "
+                                   "or torch.optim.SGD(params, lr=0.1)"))
 
 
 def learning_rate(optimizer: Any) -> float:
@@ -105,7 +123,8 @@ def learning_rate(optimizer: Any) -> float:
 
 
 def set_learning_rate(optimizer: Any, lr: float) -> None:
-    """Set the learning rate of every parameter group (what LR callbacks do).
+    """Set the learning rate of every parameter group (what LR callbacks do); a Keras
+    optimizer that follows a schedule refuses, as in Keras.
 
     Example:
         >>> opt = get("sgd", torch.nn.Linear(1, 1).parameters()); set_learning_rate(opt, 0.1)
@@ -116,5 +135,9 @@ def set_learning_rate(optimizer: Any, lr: float) -> None:
             or lr < 0:
         raise UsageError(explain("learning rate", lr, "must be a non-negative finite number",
                                  "pass e.g. 0.001"))
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if isinstance(inner, KerasOptimizer):
+        inner.learning_rate = lr
+        return
     for group in optimizer.param_groups:
         group["lr"] = lr

@@ -8,6 +8,7 @@
 | ``MultiWorkerMirroredStrategy`` | deprecated: ``distrib.MultiWorkerMirroredStrategy`` with TF's old ``communication`` argument; warns when created |
 | ``CentralStorageStrategy`` | ``distrib.CentralStorageStrategy`` |
 | ``ParameterServerStrategy`` | ``distrib.ParameterServerStrategy`` |
+| ``ShardedStrategy`` | ``distrib.ShardedStrategy``: fully sharded data parallelism (FSDP2), parameters, gradients and optimizer state split over the replicas |
 | ``PreemptionCheckpointHandler`` | ``distrib.PreemptionCheckpointHandler`` (saves a checkpoint when a replica is told to stop) |
 | ``TerminationConfig`` | ``distrib.TerminationConfig`` |
 | ``partitioners`` | ``FixedShardsPartitioner``, ``MinSizePartitioner``, ``MaxSizePartitioner`` (``tf.distribute.experimental.partitioners``) |
@@ -35,6 +36,7 @@ _NAMES: dict[str, tuple[str, str]] = {
                                     "ExperimentalMultiWorkerMirroredStrategy"),
     "CentralStorageStrategy": ("distrib.strategies", "CentralStorageStrategy"),
     "ParameterServerStrategy": ("distrib.strategies", "ParameterServerStrategy"),
+    "ShardedStrategy": ("distrib.strategies", "ShardedStrategy"),
     "PreemptionCheckpointHandler": ("distrib.checkpoint", "PreemptionCheckpointHandler"),
     "TerminationConfig": ("distrib.checkpoint", "TerminationConfig"),
     "partitioners": ("distrib.distribute.partitioners", ""),  # the module itself
@@ -51,6 +53,7 @@ if TYPE_CHECKING:  # ``X as X``: re-exported names, for type checkers
     from distrib.distribute import partitioners as partitioners
     from distrib.strategies import CentralStorageStrategy as CentralStorageStrategy
     from distrib.strategies import ParameterServerStrategy as ParameterServerStrategy
+    from distrib.strategies import ShardedStrategy as ShardedStrategy
     from distrib.strategies.multi_worker_mirrored import (  # noqa: F401
         ExperimentalMultiWorkerMirroredStrategy as MultiWorkerMirroredStrategy,
     )

@@ -21,6 +21,7 @@ from distrib.strategies.default import DefaultStrategy
 from distrib.strategies.mirrored import MirroredStrategy
 from distrib.strategies.multi_worker_mirrored import MultiWorkerMirroredStrategy
 from distrib.strategies.one_device import OneDeviceStrategy
+from distrib.strategies.sharded import ShardedStrategy
 from distrib.strategies.tpu import TPUStrategy
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ STRATEGIES: Mapping[str, type[Strategy]] = _Table({
     "MirroredStrategy": MirroredStrategy,
     "MultiWorkerMirroredStrategy": MultiWorkerMirroredStrategy,
     "OneDeviceStrategy": OneDeviceStrategy,
+    "ShardedStrategy": ShardedStrategy,
     "TPUStrategy": TPUStrategy,
 })
 
@@ -62,7 +64,7 @@ set_default_strategy_factory(DefaultStrategy)
 
 __all__ = ["Strategy", "StrategyExtended", "DefaultStrategy", "CentralStorageStrategy",
            "MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy",
-           "ParameterServerStrategy", "TPUStrategy", "STRATEGIES"]
+           "ParameterServerStrategy", "ShardedStrategy", "TPUStrategy", "STRATEGIES"]
 
 
 def __getattr__(name: str) -> Any:

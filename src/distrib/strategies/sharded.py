@@ -1,0 +1,417 @@
+"""``ShardedStrategy``: data parallelism with parameters, gradients and optimizer state sharded.
+
+ZeRO-3 on torch's FSDP2 (``torch.distributed.fsdp.fully_shard``): each replica holds
+``1/R`` of every parameter, of its gradient and of the optimizer's state; a module's
+parameters are all-gathered just before its forward (and backward) and freed after, and
+gradients are reduce-scattered — SUMmed, TensorFlow's contract, not FSDP's mean — so
+every replica steps its own shard.  Input, ``run``, ``reduce``, ``fit`` and the
+checkpoints work as under ``MirroredStrategy``; processes start the same way (a plain
+``python train.py`` with ``devices=``, ``distrib run``, torchrun, TF_CONFIG).
+
+How modules are sharded is a :class:`ShardingPlan`; the default, :class:`FullyShard`,
+makes every submodule holding at least ``min_unit_params`` parameters (not already in a
+unit below it) an FSDP unit, then the root module.  ``distrib.distribution``'s
+``ModelParallel`` supplies a plan of its own (tensor parallelism over a mesh axis).
+
+Parameters are replaced when a module is sharded (by DTensor parameters): an optimizer
+created in the scope over the module's original parameters is switched to the sharded
+ones at its first step, whoever calls ``step()``.
+
+Checkpoints hold full tensors (gathered with torch's ``get_model_state_dict``), so a
+checkpoint written on 2 shards restores on any number, and into a replicated strategy.
+
+Example::
+
+    strategy = distrib.experimental.ShardedStrategy(devices=["cpu:0", "cpu:1"])
+    with strategy.scope():
+        net = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
+                                  torch.nn.Linear(256, 10))
+        opt = torch.optim.Adam(net.parameters())
+    # each replica holds half of every parameter and of Adam's moments
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.weak import WeakIdKeyDictionary
+
+from distrib.cluster import ClusterResolver, auto_resolver
+from distrib.comm import collectives
+from distrib.comm.group import Communicator
+from distrib.comm.ops import CommunicationOptions
+from distrib.errors import UsageError, explain
+from distrib.strategies._processes import checked_options, establish, select_devices
+from distrib.strategies._replication import is_replicated, mark_replicated
+from distrib.strategies.base import Strategy, StrategyExtended
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+__all__ = ["ShardedStrategy", "ShardedExtended", "ShardingPlan", "FullyShard", "MeshSpec"]
+
+
+@runtime_checkable
+class MeshSpec(Protocol):
+    """A mesh to build once the processes exist: its shape and axis names
+    (``distrib.distribution.DeviceMesh`` is one)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def axis_names(self) -> tuple[str, ...]: ...
+
+
+class ShardingPlan(Protocol):
+    """How a root module created in the strategy's scope is distributed over the mesh.
+
+    ``apply`` replaces the module's parameters by DTensor parameters (every replica calls
+    it, after the strategy broadcast the chief's values).  ``sum_gradients_over`` names a
+    mesh axis over which the strategy SUM-all-reduces the gradients when an optimizer
+    steps (None when ``apply`` arranged their reduction itself, as FSDP does).
+    """
+
+    @property
+    def mesh(self) -> MeshSpec | None:
+        """The mesh to apply the plan on (None: the strategy's own)."""
+
+    @property
+    def sum_gradients_over(self) -> str | None:
+        """The mesh axis gradients are summed over at the optimizer step (None: none)."""
+
+    def apply(self, module: nn.Module, mesh: DeviceMesh) -> None: ...
+
+
+def _sum_gradients(module: Any) -> None:
+    """Have an FSDP module SUM its reduce-scattered gradients (TF's contract)."""
+    setter = getattr(module, "set_gradient_divide_factor", None)  # torch >= 2.8
+    if setter is None:
+        setter = module.set_reduce_scatter_divide_factor
+    setter(1.0)
+
+
+@dataclass
+class FullyShard:
+    """The default plan: FSDP2 units over the mesh's ``axis``.
+
+    Every submodule whose parameters (those not already in a unit below it) number at
+    least ``min_unit_params`` becomes a unit, then the root: a unit's parameters are
+    gathered together before its forward and freed after it.  Smaller units free memory
+    sooner and overlap more communication; each costs one all-gather and one
+    reduce-scatter per step.  ``units`` overrides the choice: a predicate on submodules.
+
+    Args:
+        axis: the mesh axis parameters are sharded over.
+        reshard_after_forward: free gathered parameters after the forward (ZeRO-3; False
+            keeps them until the backward: ZeRO-2, more memory, one all-gather less).
+        offload_params: keep the shards in CPU memory (torch's ``CPUOffloadPolicy``).
+        mp_policy: torch's ``MixedPrecisionPolicy`` (None: compute in the parameters' dtype).
+        min_unit_params: the size rule for units.
+        units: a predicate that picks the units instead of the size rule.
+    """
+
+    axis: str = "data"
+    reshard_after_forward: bool = True
+    offload_params: bool = False
+    mp_policy: Any = None
+    min_unit_params: int = 100_000
+    units: Callable[[nn.Module], bool] | None = None
+    sum_gradients_over: str | None = None
+    mesh: MeshSpec | None = None
+
+    def unit_modules(self, root: nn.Module) -> list[nn.Module]:
+        """The submodules that become units, children before their parents."""
+        picked: list[nn.Module] = []
+
+        def visit(m: nn.Module) -> int:
+            count = sum(p.numel() for p in m.parameters(recurse=False))
+            for child in m.children():
+                count += visit(child)
+            chosen = self.units(m) if self.units is not None else count >= self.min_unit_params
+            if m is not root and chosen and count > 0:
+                picked.append(m)
+                return 0
+            return count
+
+        visit(root)
+        return picked
+
+    def apply(self, module: nn.Module, mesh: DeviceMesh) -> None:
+        from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+
+        sub = mesh[self.axis] if mesh.ndim > 1 else mesh
+        kwargs: dict[str, Any] = {"mesh": sub, "reshard_after_forward": self.reshard_after_forward}
+        if self.offload_params:
+            kwargs["offload_policy"] = CPUOffloadPolicy()
+        if self.mp_policy is not None:
+            kwargs["mp_policy"] = self.mp_policy
+        units = self.unit_modules(module)
+        for unit in units:
+            fully_shard(unit, **kwargs)
+        fully_shard(module, **kwargs)
+        for m in [*units, module]:
+            _sum_gradients(m)
+
+
+class ShardedExtended(StrategyExtended):
+    """``StrategyExtended`` of the sharded strategies: modules go through a :class:`ShardingPlan`.
+
+    Args:
+        plan: how root modules are distributed over the mesh.
+        mesh: the mesh's shape and axis names (None: one ``"data"`` axis over every replica).
+        (the others as for :class:`StrategyExtended`)
+    """
+
+    def __init__(self, comm: Communicator | None, device: torch.device,
+                 worker_devices: tuple[str, ...], plan: ShardingPlan,
+                 mesh: MeshSpec | None = None, cluster_resolver: Any = None,
+                 options: CommunicationOptions | None = None) -> None:
+        super().__init__(comm, device, worker_devices, wrap=True,
+                         cluster_resolver=cluster_resolver, options=options)
+        self.plan = plan
+        world = comm.world_size if comm is not None else 1
+        shape = tuple(mesh.shape) if mesh is not None else (world,)
+        names = tuple(mesh.axis_names) if mesh is not None else ("data",)
+        _check_mesh_size(shape, names, world)
+        self.mesh_shape, self.mesh_axis_names = shape, names
+        self._meshes: dict[tuple[tuple[int, ...], tuple[str, ...]], DeviceMesh] = {}
+        # Tensors compare elementwise: tables of tensors are keyed by identity.
+        self._replaced: WeakIdKeyDictionary = WeakIdKeyDictionary()  # old -> sharded
+        self._sharded: WeakIdKeyDictionary = WeakIdKeyDictionary()   # sharded -> sum group
+        self._setups = 0  # modules sharded so far: an optimizer seen before may need switching
+        self._managed: weakref.WeakKeyDictionary[torch.optim.Optimizer,
+                                                 tuple[int, int, bool]] = \
+            weakref.WeakKeyDictionary()
+
+    # ------------------------------------------------------------------ mesh
+    @property
+    def mesh(self) -> DeviceMesh | None:
+        """torch's ``DeviceMesh`` over the replicas (None for a single replica)."""
+        return self.mesh_for(None)
+
+    def mesh_for(self, spec: MeshSpec | None) -> DeviceMesh | None:
+        """torch's ``DeviceMesh`` of ``spec`` (None: the strategy's), built once per shape
+        and axis names (a collective the first time: every replica calls it)."""
+        if self._comm is None or self._comm.world_size == 1:
+            return None
+        shape = tuple(spec.shape) if spec is not None else self.mesh_shape
+        names = tuple(spec.axis_names) if spec is not None else self.mesh_axis_names
+        _check_mesh_size(shape, names, self._comm.world_size)
+        mesh = self._meshes.get((shape, names))
+        if mesh is None:
+            from torch.distributed.device_mesh import init_device_mesh
+            with self._guard("building the device mesh"):
+                mesh = init_device_mesh(self._device.type, shape, mesh_dim_names=names)
+            self._meshes[(shape, names)] = mesh
+        return mesh
+
+    # --------------------------------------------------------------- modules
+    def _setup_module(self, module: nn.Module) -> None:
+        if is_replicated(module):
+            return  # sharded already: its parameters are the plan's
+        module.to(self._device)
+        plan, comm = self.plan, self._comm
+        mesh = self.mesh_for(plan.mesh)
+        if mesh is None or comm is None:
+            mark_replicated(module)
+            return
+        with torch.no_grad(), self._guard("broadcasting the initial parameters from the chief"):
+            for t in [*module.parameters(), *module.buffers()]:
+                collectives.broadcast_(comm, t.data, 0)
+        before = dict(module.named_parameters())
+        plan.apply(module, mesh)
+        after = dict(module.named_parameters())
+        for name, old in before.items():
+            new = after.get(name)
+            if new is not None and new is not old:
+                self._replaced[old] = new
+        axis = plan.sum_gradients_over
+        sum_group = mesh.get_group(axis) if axis is not None and mesh[axis].size() > 1 \
+            else None
+        for p in after.values():
+            self._sharded[p] = sum_group
+        mark_replicated(module)
+        self._setups += 1
+        self.intercept_optimizer_steps()
+
+    # ------------------------------------------------------------ optimizers
+    def _switch_parameters(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Point ``optimizer`` at the sharded parameters; whether it steps any of ours."""
+        ours = False
+        for group in optimizer.param_groups:
+            params = group["params"]
+            for i, p in enumerate(params):
+                new = _lookup(self._replaced, p)
+                if new is not None:
+                    if p in optimizer.state:
+                        optimizer.state[new] = optimizer.state.pop(p)
+                    params[i] = p = new
+                ours = ours or p in self._sharded
+        return ours
+
+    def _setup_optimizer(self, optimizer: Any) -> Any:
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        if isinstance(inner, torch.optim.Optimizer):
+            self._switch_parameters(inner)
+        return optimizer
+
+    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        count = sum(len(g["params"]) for g in optimizer.param_groups)
+        known = self._managed.get(optimizer)
+        if known is None or known[:2] != (count, self._setups):
+            known = (count, self._setups, self._switch_parameters(optimizer))
+            self._managed[optimizer] = known
+        return known[2]
+
+    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        todo = [(_lookup(self._sharded, p), _local(p.grad)) for g in optimizer.param_groups
+                for p in g["params"] if p.grad is not None]
+        todo = [(group, grad) for group, grad in todo if group is not None]
+        if not todo:
+            return
+        with self._guard("summing gradients over the mesh's batch axis"):
+            for group, grad in todo:
+                dist.all_reduce(grad, op=dist.ReduceOp.SUM, group=group)
+
+    # ----------------------------------------------------------------- state
+    def _is_sharded(self, module: nn.Module) -> bool:
+        return any(p in self._sharded for p in module.parameters())
+
+    def _module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        if not self._is_sharded(module):
+            return dict(module.state_dict())
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
+        with self._guard("gathering the full state of a sharded module"):
+            return dict(get_model_state_dict(module, options=StateDictOptions(
+                full_state_dict=True)))
+
+    def _load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
+        if not self._is_sharded(module):
+            module.load_state_dict(state)
+            return
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+        )
+        with self._guard("loading a sharded module's state"):
+            set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True))
+
+    def _optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        self._switch_parameters(optimizer)
+        state = dict(optimizer.state_dict())
+        with self._guard("gathering the full optimizer state"):
+            state["state"] = {k: {name: _full(v) for name, v in slots.items()}
+                              for k, slots in state["state"].items()}
+        return state
+
+    def _load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+                                   state: dict[str, Any]) -> None:
+        self._switch_parameters(optimizer)
+        from torch.distributed.tensor import DTensor, distribute_tensor
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        saved_ids = [i for g in state.get("param_groups", []) for i in g["params"]]
+        by_id = dict(zip(saved_ids, params))
+        slots_out: dict[Any, Any] = {}
+        with self._guard("distributing the optimizer state to the shards"):
+            for key, slots in state.get("state", {}).items():
+                param = by_id.get(key)
+                out = {}
+                for name, value in slots.items():
+                    if isinstance(param, DTensor) and isinstance(value, torch.Tensor) \
+                            and not isinstance(value, DTensor) \
+                            and tuple(value.shape) == tuple(param.shape):
+                        value = distribute_tensor(value.to(param.device), param.device_mesh,
+                                                  param.placements)
+                    out[name] = value
+                slots_out[key] = out
+        optimizer.load_state_dict({**state, "state": slots_out})
+
+
+def _check_mesh_size(shape: tuple[int, ...], names: tuple[str, ...], world: int) -> None:
+    size = 1
+    for n in shape:
+        size *= int(n)
+    if size != world or len(shape) != len(names):
+        raise UsageError(explain(
+            "mesh shape", dict(zip(names, shape)),
+            f"a mesh names each axis once and holds every replica once: {size} places "
+            f"for {world} replicas", f"give axes whose sizes multiply to {world}, e.g. "
+            f"shape=({world},) or (1, {world})"))
+
+
+def _lookup(table: WeakIdKeyDictionary, key: torch.Tensor) -> Any:
+    return table.get(key)  # type: ignore[no-untyped-call]
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) else t  # DTensor: this replica's part
+
+
+def _full(value: Any) -> Any:
+    full_tensor = getattr(value, "full_tensor", None)
+    return full_tensor() if callable(full_tensor) else value  # DTensor: gathered
+
+
+class ShardedStrategy(Strategy):
+    """Fully sharded data parallelism (ZeRO-3, FSDP2) over ``devices`` or a cluster.
+
+    Args:
+        mesh: the mesh's shape and axis names (e.g. ``distrib.distribution.DeviceMesh``);
+            None: one ``"data"`` axis over every replica.
+        reshard_after_forward: free gathered parameters after each unit's forward.
+        offload_params: keep the parameter shards in CPU memory.
+        mp_policy: torch's ``torch.distributed.fsdp.MixedPrecisionPolicy``.
+        devices: local devices, one process each (``["cpu:0", "cpu:1"]``), as for
+            ``MirroredStrategy``; None: from the cluster (TF_CONFIG, torchrun, SLURM), else
+            every local GPU, else one CPU.
+        cluster_resolver: where the cluster comes from (default: the environment).
+        communication_options: a :class:`distrib.CommunicationOptions`.
+        plan: how modules are sharded (default :class:`FullyShard` with the arguments above).
+        min_unit_params: :class:`FullyShard`'s size rule for FSDP units.
+
+    Example::
+
+        strategy = distrib.experimental.ShardedStrategy(devices=["cpu:0", "cpu:1"])
+        with strategy.scope():
+            model = distrib.Model(make_net())
+        model.compile(optimizer="adam", loss="mse")
+        model.fit(x, y, batch_size=64)
+    """
+
+    def __init__(self, mesh: MeshSpec | None = None, reshard_after_forward: bool = True,
+                 offload_params: bool = False, mp_policy: Any = None, *,
+                 devices: list[str] | None = None,
+                 cluster_resolver: ClusterResolver | None = None,
+                 communication_options: CommunicationOptions | None = None,
+                 plan: ShardingPlan | None = None, min_unit_params: int = 100_000) -> None:
+        if mesh is not None and not isinstance(mesh, MeshSpec):
+            raise UsageError(explain("mesh", mesh, "must give a shape and axis names",
+                                     "pass distrib.distribution.DeviceMesh(shape=(2,), "
+                                     "axis_names=('data',)) or None"))
+        options = checked_options(communication_options)
+        resolver = cluster_resolver if cluster_resolver is not None else auto_resolver()
+        names = select_devices(resolver, devices)
+        comm, device = establish(resolver, names, options)
+        axis = mesh.axis_names[0] if mesh is not None else "data"
+        chosen = plan if plan is not None else FullyShard(
+            axis=axis, reshard_after_forward=reshard_after_forward,
+            offload_params=offload_params, mp_policy=mp_policy,
+            min_unit_params=min_unit_params)
+        self._sharded_extended = ShardedExtended(comm, device, tuple(names), chosen, mesh,
+                                                 cluster_resolver=resolver, options=options)
+        super().__init__(self._sharded_extended)
+
+    @property
+    def extended(self) -> ShardedExtended:
+        return self._sharded_extended

@@ -1,0 +1,52 @@
+"""Oracle contract of the sharded strategies: ShardedStrategy (FSDP2, data=2) and
+distrib.distribution's ModelParallel (batch=1 x model=2) and DataParallel (batch=2) end where
+one process on the global batch ends, in float64, for the seeds' MLP and CNN, SGD and Adam,
+a custom loop and fit, with an uneven last batch (programs/sharded_oracle.py: one run per
+configuration)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.support import run_python
+
+PROGRAM = str(Path(__file__).parent / "programs" / "sharded_oracle.py")
+TOLERANCE = 1e-9
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
+    out = tmp_path_factory.mktemp("oracle") / "oracle.pt"
+    proc = run_python([PROGRAM, "oracle", str(out)])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return torch.load(out, weights_only=True)  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sharded", "model_parallel", "data_parallel"])
+def test_two_processes_match_one_device(kind: str, oracle: dict[str, torch.Tensor],
+                                        tmp_path: Path) -> None:
+    out = tmp_path / "params.pt"
+    proc = run_python([PROGRAM, kind, str(out)])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.count("done replicas=2") == 2
+    got = torch.load(out, weights_only=True)
+    assert set(got) == set(oracle)
+    # every model x optimizer x loop, parameters and optimizer slots
+    assert {"/".join(k.split("/")[:3]) for k in got} == {
+        f"{m}/{o}/{loop}" for m in ("mlp", "cnn") for o in ("sgd", "adam")
+        for loop in ("custom", "fit")}
+    for key, expected in oracle.items():
+        assert got[key].shape == expected.shape, key
+        diff = (got[key] - expected).abs().max().item()
+        assert diff < TOLERANCE, f"{kind} {key}: max abs diff {diff}"
+    held = [float(x) for x in re.findall(r"holds (\d\.\d+) of the parameters", proc.stdout)]
+    assert len(held) == 2
+    if kind == "data_parallel":
+        assert held == [1.0, 1.0]  # replicated: each process holds everything
+    else:  # about half of the MLP's parameters and Adam's moments on each process
+        assert all(0.45 < h < 0.55 for h in held), held

@@ -54,7 +54,25 @@ def _sync(device: str) -> None:
 
 
 # ------------------------------------------------------------------ contenders
-def loop(device: str, batch: int, steps: int, jit: bool) -> dict[str, float]:
+def _transformer() -> Any:
+    """A pre-norm transformer block (d_model 512, 8 heads, MLP 2048) and a 10-way head."""
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0,
+                                                    batch_first=True, norm_first=True)
+            self.head = nn.Linear(512, 10)
+
+        def forward(self, x: Any) -> Any:
+            return self.head(self.layer(x).mean(dim=1))
+
+    return Block()
+
+
+def loop(device: str, batch: int, steps: int, jit: bool, model: str = "cnn"
+         ) -> dict[str, float]:
     """A custom-loop step under distrib.function on OneDeviceStrategy(device)."""
     import torch
     from torch import nn
@@ -64,9 +82,14 @@ def loop(device: str, batch: int, steps: int, jit: bool) -> dict[str, float]:
     strategy = distrib.OneDeviceStrategy(device)
     torch.manual_seed(0)
     with strategy.scope():
-        net = _cnn()
+        net = _cnn() if model == "cnn" else _transformer()
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    x, y = _data(batch, strategy.extended.replica_group.device.type)
+    if model == "cnn":
+        x, y = _data(batch, strategy.extended.replica_group.device.type)
+    else:  # batch sequences of 256 tokens of width 512
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(batch, 256, 512, generator=g).to(device)
+        y = torch.randint(0, 10, (batch,), generator=g).to(device)
 
     @distrib.function(jit_compile=jit)
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
@@ -119,8 +142,9 @@ def fit(device: str, batch: int, steps: int, jit: bool, policy: str = "float32"
     return {"per_s": batch * steps / (time.perf_counter() - start), "warmup_s": compile_s}
 
 
-def raw_bf16(device: str, batch: int, steps: int) -> dict[str, float]:
-    """A hand-written torch loop under torch.autocast(bfloat16); samples per second."""
+def raw(device: str, batch: int, steps: int, dtype: str = "bfloat16") -> dict[str, float]:
+    """A hand-written torch loop: float32, or torch.autocast(bfloat16), or
+    torch.autocast(float16) with a GradScaler; samples per second."""
     import torch
     from torch import nn
 
@@ -128,15 +152,23 @@ def raw_bf16(device: str, batch: int, steps: int) -> dict[str, float]:
     net = _cnn().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     x, y = _data(batch * steps, "cpu")
+    kind = device.split(":")[0]
+    scaler = torch.amp.GradScaler(kind) if dtype == "float16" else None
 
     def run(n: int) -> None:
         for s in range(n):
             xb = x[s * batch:(s + 1) * batch].to(device, non_blocking=True)
             yb = y[s * batch:(s + 1) * batch].to(device, non_blocking=True)
-            with torch.autocast(device.split(":")[0], dtype=torch.bfloat16):
+            with torch.autocast(kind, dtype=getattr(torch, dtype),
+                                enabled=dtype != "float32"):
                 loss = nn.functional.cross_entropy(net(xb).float(), yb)
-            loss.backward()
-            opt.step()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
             opt.zero_grad(set_to_none=True)
 
     run(WARMUP)
@@ -156,9 +188,19 @@ def _worker(kind: str, device: str, batch: int, steps: int) -> dict[str, float]:
         return fit(device, batch, steps, False)
     if kind == "fit_jit":
         return fit(device, batch, steps, True)
+    if kind == "loop_eager_transformer":
+        return loop(device, 64, steps, False, "transformer")
+    if kind == "loop_jit_transformer":
+        return loop(device, 64, steps, True, "transformer")
     if kind == "fit_bf16":
         return fit(device, batch, steps, False, "mixed_bfloat16")
-    return raw_bf16(device, batch, steps)
+    if kind == "fit_fp16":
+        return fit(device, batch, steps, False, "mixed_float16")
+    if kind == "raw_fp32":
+        return raw(device, batch, steps, "float32")
+    if kind == "raw_fp16":
+        return raw(device, batch, steps, "float16")
+    return raw(device, batch, steps, "bfloat16")
 
 
 # ------------------------------------------------------------------------ main
@@ -179,7 +221,14 @@ PAIRS = [  # (row, unit, contender, baseline)
     ("custom-loop step, jit vs eager", "steps/s", "loop_jit", "loop_eager"),
     ("fit, jit vs eager", "samples/s", "fit_jit", "fit_eager"),
 ]
-GPU_ONLY = [("fit mixed_bfloat16 vs raw torch loop bf16", "samples/s", "fit_bf16", "raw_bf16")]
+GPU_ONLY = [
+    ("transformer block step (batch 64 x 256 tokens), jit vs eager", "steps/s",
+     "loop_jit_transformer", "loop_eager_transformer"),
+    ("fit float32 vs raw torch loop float32", "samples/s", "fit_eager", "raw_fp32"),
+    ("fit mixed_bfloat16 vs raw torch loop bf16", "samples/s", "fit_bf16", "raw_bf16"),
+    ("fit mixed_float16 vs raw torch loop fp16 + GradScaler", "samples/s", "fit_fp16",
+     "raw_fp16"),
+]
 
 
 def main() -> None:

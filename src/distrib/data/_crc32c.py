@@ -1,4 +1,10 @@
-"""CRC-32C (Castagnoli), the checksum of TFRecord files, computed with numpy.
+"""CRC-32C (Castagnoli), the checksum of TFRecord files: google-crc32c, or numpy.
+
+With ``google-crc32c`` installed (``pip install distrib[tfrecord]``) and its C
+implementation loaded, :data:`FAST` is True and :func:`crc32c`,
+:func:`crc32c_many` and :func:`crc32c_segments` call it (about 100x faster
+than numpy; it takes ``bytes``).  Without it they compute the CRCs in numpy,
+as follows.
 
 A CRC is a sequential computation, but it is linear over GF(2), so the CRCs
 of many segments of a buffer can be computed together: every segment is cut
@@ -23,7 +29,15 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["crc32c", "crc32c_segments", "mask", "unmask"]
+try:
+    import google_crc32c
+except ImportError:                                 # pragma: no cover - optional dependency
+    FAST = False
+else:
+    FAST = google_crc32c.implementation == "c"      # its pure-Python fallback is slower than numpy
+
+__all__ = ["FAST", "crc32c", "crc32c_many", "crc32c_segments", "crc32c_headers", "mask",
+           "unmask"]
 
 _POLY = 0x82F63B78          # CRC-32C, reflected
 _MASK_DELTA = 0xA282EAD8    # TFRecord's masking constant
@@ -147,6 +161,50 @@ def crc32c_segments(buffer: bytes | bytearray | memoryview | np.ndarray, starts:
     lengths = np.asarray(lengths, dtype=np.int64)
     if starts.size == 0:
         return np.zeros(0, dtype=np.uint32)
+    if FAST:
+        blob = buffer.tobytes() if isinstance(buffer, np.ndarray) else bytes(buffer)
+        value = google_crc32c.value
+        return np.fromiter((value(blob[s:s + n]) for s, n in zip(starts.tolist(),
+                                                                 lengths.tolist())),
+                           dtype=np.uint32, count=starts.size)
+    return _numpy_segments(buffer, starts, lengths)
+
+
+def crc32c_many(blobs: list[bytes]) -> np.ndarray:
+    """The CRC-32C of each of ``blobs`` (uint32).
+
+    Example:
+        >>> crc32c_many([b"123456789", b""]).tolist() == [0xE3069283, 0]
+        True
+    """
+    if FAST:
+        return np.fromiter(map(google_crc32c.value, blobs), dtype=np.uint32, count=len(blobs))
+    sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+    starts = np.cumsum(sizes) - sizes
+    return crc32c_segments(b"".join(blobs), starts, sizes)
+
+
+def crc32c_headers(buffer: bytes | bytearray | memoryview | np.ndarray, starts: np.ndarray
+                   ) -> np.ndarray:
+    """The CRC-32C of the 8 bytes at each of ``starts`` (TFRecord's length fields), vectorised.
+
+    Example:
+        >>> crc32c_headers(b"x12345678", np.array([1])).tolist() == [crc32c(b"12345678")]
+        True
+    """
+    data = np.frombuffer(buffer, dtype=np.uint8) if not isinstance(buffer, np.ndarray) \
+        else buffer.view(np.uint8).reshape(-1)
+    starts = np.asarray(starts, dtype=np.int64)
+    heads = data[starts[:, None] + np.arange(8)]
+    table = _byte_table()
+    crc = np.full(starts.size, 0xFFFFFFFF, dtype=np.uint32)
+    for k in range(8):
+        crc = table[(crc ^ heads[:, k]) & 0xFF] ^ (crc >> 8)
+    return (crc ^ np.uint32(0xFFFFFFFF)).astype(np.uint32)
+
+
+def _numpy_segments(buffer: bytes | bytearray | memoryview | np.ndarray, starts: np.ndarray,
+                    lengths: np.ndarray) -> np.ndarray:
     data = np.frombuffer(buffer, dtype=np.uint8) if not isinstance(buffer, np.ndarray) \
         else buffer.view(np.uint8).reshape(-1)
     padded = np.zeros(PIECE + data.size + 4, dtype=np.uint8)
@@ -188,6 +246,8 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
         >>> crc32c(b"")
         0
     """
+    if FAST:
+        return int(google_crc32c.value(bytes(data)))
     view = memoryview(data).cast("B")
     if view.nbytes <= 512:
         table = _small_table()

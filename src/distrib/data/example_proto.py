@@ -1,4 +1,4 @@
-"""``tf.train.Example`` without TensorFlow or protobuf: the wire format, read and written.
+"""``tf.train.Example`` without TensorFlow: read and written with protobuf, or by hand.
 
 An Example is ``Example{features: Features{feature: map<string, Feature>}}``,
 where a ``Feature`` holds one of ``bytes_list`` (field 1), ``float_list`` (2)
@@ -6,6 +6,15 @@ or ``int64_list`` (3), each a message with one repeated ``value`` field
 (packed or not: both are read).  :func:`decode_example` turns serialized bytes
 into ``{name: (kind, values)}``; :func:`make_example` writes the bytes that
 ``tf.train.Example.SerializeToString(deterministic=True)`` writes.
+
+With protobuf installed (``pip install distrib[tfrecord]``) both go through
+protobuf's C parser and serialiser (the messages of :mod:`distrib.data._example_pb`);
+without it, through the wire-format code below.  Both give the same values and
+bytes.  TensorFlow's parser differs from protobuf's on one non-canonical
+encoding (a Feature holding two lists: TF keeps the first, protobuf merges
+them), so a record whose canonical size differs from its length (it holds
+repeated, unpacked or oddly encoded fields) is read by the wire-format code,
+which follows TensorFlow there.
 
 Example:
     >>> blob = make_example({"label": 3, "x": [1.5, 2.0], "name": b"ab"})
@@ -22,9 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from distrib.data import _example_pb
 from distrib.errors import DataError, InvalidTypeError, explain
 
-__all__ = ["decode_example", "index_example", "feature_values", "make_example", "KINDS"]
+__all__ = ["decode_example", "example_features", "feature_values", "make_example", "KINDS"]
 
 KINDS = {1: "bytes", 2: "float", 3: "int64"}
 _FIELD_OF = {v: k for k, v in KINDS.items()}
@@ -192,24 +202,54 @@ def _field_end(buf: bytes, pos: int, end: int) -> int:
     raise _Malformed(f"wire type {wire} of field {key >> 3} is not supported")
 
 
-def index_example(serialized: Any) -> tuple[bytes, dict[str, tuple[str | None, int, int]]]:
-    """The bytes of an Example and where each of its features is (see :func:`feature_values`).
+def example_features(serialized: Any) -> Mapping[str, Any]:
+    """``{name: feature}`` of a serialized Example, values not yet converted (see :func:`feature_values`).
 
     Example:
-        >>> blob, where = index_example(make_example({"n": [1, -2]}))
-        >>> feature_values(blob, where["n"])
+        >>> feature_values(example_features(make_example({"n": [1, -2]}))["n"])
         ('int64', array([ 1, -2]))
     """
     buf = bytes(serialized)
+    if _example_pb.AVAILABLE:
+        try:
+            ex = _example_pb.Example.FromString(buf)
+        except Exception as err:        # protobuf's DecodeError (its module varies by backend)
+            raise _parse_error(buf, err) from None
+        if ex.ByteSize() == len(buf):   # canonical: protobuf's reading is TensorFlow's
+            features: Mapping[str, Any] = ex.features.feature
+            return features
     try:
-        return buf, _index(buf)
+        return {k: (buf, *w) for k, w in _index(buf).items()}
     except (_Malformed, UnicodeDecodeError, IndexError) as err:
         raise _parse_error(buf, err) from None
 
 
-def feature_values(buf: bytes, where: tuple[str | None, int, int]) -> tuple[str | None, Any]:
-    """``(kind, values)`` of one feature located by :func:`index_example`."""
-    kind, start, stop = where
+_SMALL = 32     # lists up to this long convert faster element by element than by buffer
+
+
+def _pb_values(feature: Any) -> tuple[str | None, Any]:
+    which = feature.WhichOneof("kind")
+    if which is None:
+        return None, None
+    values = getattr(feature, which).value
+    if which == "bytes_list":
+        return "bytes", list(values)
+    dtype = np.float32 if which == "float_list" else np.int64
+    out = np.fromiter(values, dtype, len(values)) if len(values) <= _SMALL \
+        else np.array(values, dtype=dtype)
+    return ("float" if which == "float_list" else "int64"), out
+
+
+def feature_values(feature: Any) -> tuple[str | None, Any]:
+    """``(kind, values)`` of one feature of :func:`example_features`.
+
+    ``kind`` is ``"bytes"`` (values: a list of bytes), ``"float"`` (float32
+    array), ``"int64"`` (int64 array), or None (values None) for a Feature
+    with no list.
+    """
+    if not isinstance(feature, tuple):
+        return _pb_values(feature)
+    buf, kind, start, stop = feature
     if kind is None:
         return None, None
     try:
@@ -219,17 +259,13 @@ def feature_values(buf: bytes, where: tuple[str | None, int, int]) -> tuple[str 
 
 
 def decode_example(serialized: bytes | bytearray | memoryview) -> dict[str, tuple[str | None, Any]]:
-    """``{name: (kind, values)}`` of a serialized ``tf.train.Example``.
-
-    ``kind`` is ``"bytes"`` (values: a list of bytes), ``"float"`` (float32
-    array), ``"int64"`` (int64 array), or None for a Feature with no list.
+    """``{name: (kind, values)}`` of a serialized ``tf.train.Example`` (kinds: :func:`feature_values`).
 
     Example:
         >>> decode_example(make_example({"n": [1, -2]}))
         {'n': ('int64', array([ 1, -2]))}
     """
-    buf, where = index_example(serialized)
-    return {k: feature_values(buf, w) for k, w in where.items()}
+    return {k: feature_values(f) for k, f in example_features(serialized).items()}
 
 
 def _parse_error(buf: bytes, err: Exception) -> DataError:
@@ -314,9 +350,27 @@ def make_example(features: Mapping[str, Any]) -> bytes:
         raise InvalidTypeError(explain("make_example(features)", type(features).__name__,
                                        "must be a dict of feature name to values",
                                        "pass {'label': 3, 'image': image_bytes}"))
+    pairs = [(str(name), *_kind_and_values(str(name), features[name]))
+             for name in sorted(features, key=lambda k: str(k).encode())]
+    if _example_pb.AVAILABLE:
+        return _pb_example(pairs)
     entries = b""
-    for name in sorted(features, key=lambda k: str(k).encode()):
-        kind, values = _kind_and_values(str(name), features[name])
-        entry = _len_field(1, str(name).encode()) + _len_field(2, _encode_feature(kind, values))
+    for name, kind, values in pairs:
+        entry = _len_field(1, name.encode()) + _len_field(2, _encode_feature(kind, values))
         entries += _len_field(1, entry)
     return _len_field(1, entries)
+
+
+def _pb_example(pairs: list[tuple[str, str, Any]]) -> bytes:
+    ex = _example_pb.Example()
+    ex.features.SetInParent()           # an Example with no features still has them (TF)
+    feature = ex.features.feature
+    for name, kind, values in pairs:
+        target = getattr(feature[name], _FIELD_NAME[kind])
+        target.SetInParent()
+        target.value.extend(values if kind == "bytes" else values.tolist())
+    out: bytes = ex.SerializeToString(deterministic=True)
+    return out
+
+
+_FIELD_NAME = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from distrib.data.example_proto import feature_values, index_example
+from distrib.data.example_proto import example_features, feature_values
 from distrib.errors import DataError, InvalidTypeError, UsageError, explain
 
 __all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature",
@@ -181,11 +181,11 @@ class _Spec:
         if isinstance(spec, FixedLenFeature) and spec.default_value is not None:
             self.default = _default(key, spec, self.dtype, self.shape)
 
-    def values(self, buf: bytes, where: tuple[str | None, int, int] | None) -> Any:
+    def values(self, feature: Any) -> Any:
         """The example's raw values of this feature (checked), or None when missing."""
-        if where is None:
+        if feature is None:
             return None
-        kind, values = feature_values(buf, where)
+        kind, values = feature_values(feature)
         if kind is None:
             return [] if self.kind == "bytes" else np.zeros(0, dtype=np.float32
                                                              if self.kind == "float" else np.int64)
@@ -282,8 +282,8 @@ def parse_single_example(serialized: Any, features: Mapping[str, Any]) -> dict[s
         ([1, 2, 3], 0.5)
     """
     specs = _specs(features)
-    buf, where = index_example(_blob(serialized))
-    return {s.key: s.dense(s.values(buf, where.get(s.key))) for s in specs}
+    found = example_features(_blob(serialized))
+    return {s.key: s.dense(s.values(found.get(s.key))) for s in specs}
 
 
 def parse_example(serialized: Iterable[Any], features: Mapping[str, Any]) -> dict[str, Any]:
@@ -304,10 +304,10 @@ def parse_example(serialized: Iterable[Any], features: Mapping[str, Any]) -> dic
                                        "must be a batch (list or array) of serialized Examples",
                                        "use parse_single_example for one Example"))
     specs = _specs(features)
-    rows = [index_example(_blob(s)) for s in serialized]
+    rows = [example_features(_blob(s)) for s in serialized]
     out: dict[str, Any] = {}
     for spec in specs:
-        values = [spec.dense(spec.values(buf, where.get(spec.key))) for buf, where in rows]
+        values = [spec.dense(spec.values(found.get(spec.key))) for found in rows]
         out[spec.key] = _stack(spec, values)
     return out
 

@@ -6,7 +6,7 @@ A TFRecord file is a sequence of records, each framed as::
 
 (little-endian), optionally inside a GZIP or ZLIB stream.  The reader checks
 both checksums of every record, a block of records at a time (see
-:mod:`distrib.data._crc32c`), and raises :class:`~distrib.errors.DataError`
+:mod:`distrib.data._crc32c`: google-crc32c when installed, numpy otherwise), and raises :class:`~distrib.errors.DataError`
 with TensorFlow's words (``truncated record at N`` / ``corrupted record at
 N``, N an offset in the uncompressed stream) naming the file.
 
@@ -105,25 +105,27 @@ def _loss(path: str, what: str, offset: int, compression: str) -> DataError:
     return DataError(explain("TFRecord file", path, f"{what} record at {offset}", fix))
 
 
-def _check_block(buf: bytearray, base: int, offsets: list[int], lengths: list[int]
-                 ) -> tuple[int, int] | None:
+def _check_block(buf: bytes, base: int, offsets: list[int], lengths: list[int],
+                 records: list[bytes]) -> tuple[int, int] | None:
     """``(index, offset)`` of the first record of ``offsets`` whose checksums fail, else None.
 
-    The offset is TensorFlow's: the record's start for a bad length checksum,
-    the start of its data for a bad data checksum.
+    ``records`` are the records' data (``buf`` sliced).  The offset is
+    TensorFlow's: the record's start for a bad length checksum, the start of
+    its data for a bad data checksum.
     """
     if not offsets:
         return None
     starts = np.asarray(offsets, dtype=np.int64)
-    sizes = np.asarray(lengths, dtype=np.int64)
     view = np.frombuffer(buf, dtype=np.uint8)
     stored = view[(starts[:, None] + np.arange(8, 12)).ravel()].view("<u4")
-    data_end = starts + _HEADER + sizes
+    data_end = starts + _HEADER + np.asarray(lengths, dtype=np.int64)
     stored_data = view[(data_end[:, None] + np.arange(4)).ravel()].view("<u4")
-    len_ok = _crc32c.mask(_crc32c.crc32c_segments(view, starts, np.full(starts.size, 8))) \
-        == stored
-    data_ok = _crc32c.mask(_crc32c.crc32c_segments(view, starts + _HEADER, sizes)) \
-        == stored_data
+    len_ok = _crc32c.mask(_crc32c.crc32c_headers(view, starts)) == stored
+    if _crc32c.FAST:
+        data_crc = _crc32c.crc32c_many(records)
+    else:
+        data_crc = _crc32c.crc32c_segments(view, starts + _HEADER, np.asarray(lengths))
+    data_ok = _crc32c.mask(data_crc) == stored_data
     bad = np.flatnonzero(~(len_ok & data_ok))
     if bad.size == 0:
         return None
@@ -131,9 +133,9 @@ def _check_block(buf: bytearray, base: int, offsets: list[int], lengths: list[in
     return i, base + offsets[i] + (_HEADER if len_ok[i] else 0)
 
 
-def _header_ok(buf: bytearray, pos: int) -> bool:
+def _header_ok(buf: bytes, pos: int) -> bool:
     (stored,) = struct.unpack_from("<I", buf, pos + 8)
-    return bool(_crc32c.mask(_crc32c.crc32c(memoryview(buf)[pos:pos + 8])) == stored)
+    return bool(_crc32c.mask(_crc32c.crc32c(buf[pos:pos + 8])) == stored)
 
 
 def read_records(path: str, compression_type: str | None = None,
@@ -160,44 +162,46 @@ def read_records(path: str, compression_type: str | None = None,
 
 
 def _records(stream: Any, path: str, compression: str) -> Iterator[bytes]:
-    buf = bytearray()
+    buf = b""
     base = 0        # file offset of buf[0]
     eof = False
+    unpack = _LENGTH.unpack_from
     while True:
         pos, offsets, lengths = 0, [], []
         size = len(buf)
         while size - pos >= _HEADER:
-            (length,) = struct.unpack_from("<Q", buf, pos)
+            (length,) = unpack(buf, pos)
             end = pos + _HEADER + length + _FOOTER
             if end > size:
                 break
             offsets.append(pos)
             lengths.append(length)
             pos = end
-        failed = _check_block(buf, base, offsets, lengths)
-        good = len(offsets) if failed is None else failed[0]
-        with memoryview(buf) as view:
-            out = [bytes(view[s + _HEADER:s + _HEADER + n])
-                   for s, n in zip(offsets[:good], lengths[:good])]
-        yield from out
+        out = [buf[s + _HEADER:s + _HEADER + n] for s, n in zip(offsets, lengths)]
+        failed = _check_block(buf, base, offsets, lengths, out)
         if failed is not None:
+            yield from out[:failed[0]]
             raise _loss(path, "corrupted", failed[1], compression)
+        yield from out
+        del out
         need = _BLOCK
         if size - pos >= _HEADER:
             if not _header_ok(buf, pos):
                 raise _loss(path, "corrupted", base + pos, compression)
-            (length,) = struct.unpack_from("<Q", buf, pos)
+            (length,) = unpack(buf, pos)
             need = max(need, _HEADER + length + _FOOTER - (size - pos))
         if eof:
             if pos < size:
                 raise _loss(path, "truncated", base + pos, compression)
             return
-        del buf[:pos]
         base += pos
         chunk = stream.read(need)
         if len(chunk) < need:
             eof = True
-        buf += chunk
+        buf = buf[pos:] + chunk if pos < size else chunk
+
+
+_LENGTH = struct.Struct("<Q")
 
 
 class _RecordFile(Dataset):

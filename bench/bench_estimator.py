@@ -225,7 +225,7 @@ def measure(kind: str, model: str, replicas: int, short: int, steps: int, batch:
     model_dir = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_est_ps_{os.getpid()}")
     procs = []
     for job in ("chief", "ps"):
-        env = {**_env(threads), "DISTRIB_CLUSTER_SECRET": "bench", "BENCH_MODEL_DIR": model_dir,
+        env = {**_env(threads), "DISTRIB_CLUSTER_SECRET": "bench-secret-0123456789", "BENCH_MODEL_DIR": model_dir,
                "TF_CONFIG": json.dumps({"cluster": hosts, "task": {"type": job, "index": 0}})}
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))

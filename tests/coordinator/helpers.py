@@ -10,7 +10,7 @@ from typing import Any
 from tests.support import REPO, localhost_cluster, start_cluster, wait_all
 
 PROGRAMS = Path(__file__).parent / "programs"
-SECRET = {"DISTRIB_CLUSTER_SECRET": "test-secret"}
+SECRET = {"DISTRIB_CLUSTER_SECRET": "test-secret-of-32-bytes-0123456"}
 
 
 def run_cluster(program: str, tmp_path: Path, jobs: dict[str, int], *args: str,

@@ -11,7 +11,7 @@ import torch
 
 from distrib.errors import ConfigError, PeerLostError, RemoteError
 from distrib.rpc import pickling, wire
-from distrib.rpc.auth import Authenticator
+from distrib.rpc.auth import Authenticator, ConnectionKey, ReplayWindow
 from distrib.rpc.transport import RpcClient, RpcServer
 from tests.support import free_port
 
@@ -39,15 +39,61 @@ def test_pickled_messages_keep_tensors_out_of_the_pickle_stream() -> None:
     assert torch.allclose(fn(torch.ones(1, 3)), net(torch.ones(1, 3)) * 2)
 
 
-def test_code_messages_are_authenticated_over_their_whole_body() -> None:
-    auth = Authenticator("secret")
-    token = auth.sign("Run", b"code", full=True)
-    assert auth.verify("Run", b"code", token, full=True)
-    assert not auth.verify("Run", b"c0de", token, full=True)       # altered in flight
-    assert not auth.verify("Install", b"code", token, full=True)   # replayed as another call
-    assert not Authenticator("other").verify("Run", b"code", token, full=True)
-    data = auth.sign("Push", b"gradients", full=False)
-    assert not auth.verify("Push", b"gradientz", data, full=False)  # CRC-32 of the body
+RIGHT, WRONG = "the-right-secret-0123", "the-wrong-secret-0123"
+
+
+def _connect(a: Authenticator, b: Authenticator) -> tuple[ConnectionKey, ConnectionKey]:
+    """The client's and the server's key of one handshake (``a`` calls, ``b`` answers)."""
+    nonce, hello = a.hello("chief:0", "ps:0")
+    assert b.check_hello("chief:0", "ps:0", hello) == nonce
+    server, welcome = b.welcome(nonce, "chief:0", "ps:0")
+    client = a.accept_welcome(nonce, welcome, "chief:0", "ps:0")
+    assert client is not None
+    return client, server
+
+
+def test_every_call_is_authenticated_over_its_whole_body_with_its_connection_key() -> None:
+    client, server = _connect(Authenticator(RIGHT), Authenticator(RIGHT))
+    token = client.call_token("Run", 7, b"code")
+    header = server.parse_call("Run", token)
+    assert header is not None and header.counter == 7 and header.matches(b"code")
+    assert not header.matches(b"c0de")                         # altered in flight
+    assert server.parse_call("Install", token) is None         # replayed as another call
+    other, _ = _connect(Authenticator(RIGHT), Authenticator(RIGHT))
+    assert other.parse_call("Run", token) is None              # another connection's key
+    assert server.parse_call("Run", token.replace("7.", "8.", 1)) is None  # another counter
+    data = server.parse_call("Push", client.call_token("Push", 8, b"gradients"))
+    assert data is not None and not data.matches(b"gradientz")
+    mac = server.reply_mac("Run", 7, b"reply")
+    assert mac == client.reply_mac("Run", 7, b"reply") != client.reply_mac("Run", 8, b"reply")
+
+
+def test_a_handshake_proves_the_secret_both_ways_and_stream_messages_keep_their_place() -> None:
+    right, wrong = Authenticator(RIGHT), Authenticator(WRONG)
+    nonce, hello = wrong.hello("worker:1", "ps:0")
+    assert right.check_hello("worker:1", "ps:0", hello) is None    # a caller without it
+    assert right.check_hello("worker:2", "ps:0", right.hello("worker:1", "ps:0")[1]) is None
+    nonce, hello = right.hello("chief:0", "ps:0")
+    _, welcome = wrong.welcome(nonce, "chief:0", "ps:0")
+    assert right.accept_welcome(nonce, welcome, "chief:0", "ps:0") is None  # a callee without
+    client, server = _connect(right, right)
+    sealed = client.seal(b"request", "PushStream", 3, 0, b"grads")
+    assert bytes(server.unseal(b"request", "PushStream", 3, 0, sealed) or b"") == b"grads"
+    assert server.unseal(b"request", "PushStream", 3, 1, sealed) is None   # replayed later
+    assert server.unseal(b"request", "PushStream", 4, 0, sealed) is None   # another stream
+    assert server.unseal(b"reply", "PushStream", 3, 0, sealed) is None     # reflected back
+    altered = sealed[:-1] + b"Z"
+    assert server.unseal(b"request", "PushStream", 3, 0, altered) is None
+    window = ReplayWindow(size=8)
+    assert [window.accept(c) for c in (1, 2, 2, 20, 12, 13, 13, 5)] == [
+        True, True, False, True, False, True, False, False]
+
+
+def test_a_secret_shorter_than_16_bytes_is_refused_with_the_fix() -> None:
+    with pytest.raises(ConfigError, match="at least 16 bytes.*secrets.token_hex") as info:
+        Authenticator("short-secret")
+    assert "short-secret" not in str(info.value)   # the secret itself is never shown
+    Authenticator("x" * 16)
 
 
 def _serve(secret: str, address: str) -> RpcServer:
@@ -61,12 +107,13 @@ def _serve(secret: str, address: str) -> RpcServer:
 
 def test_callers_without_the_secret_are_rejected() -> None:
     address = f"127.0.0.1:{free_port()}"
-    server = _serve("right", address)
+    server = _serve(RIGHT, address)
     try:
-        good = RpcClient("chief:0", "ps:0", address, Authenticator("right"), timeout=10)
+        good = RpcClient("chief:0", "ps:0", address, Authenticator(RIGHT), timeout=10)
         assert good.call("Echo", b"hi", code=True) == b"hi"
-        bad = RpcClient("chief:0", "ps:0", address, Authenticator("wrong"), timeout=10)
-        with pytest.raises(ConfigError, match="rejected this task's call"):
+        bad = RpcClient("chief:0", "ps:0", address, Authenticator(WRONG), timeout=10)
+        with pytest.raises(ConfigError, match="ps:0 refused chief:0's connection: the two "
+                           "hold different cluster secrets"):
             bad.call("Echo", b"hi", code=True)
         with pytest.raises(RemoteError, match="ZeroDivisionError"):
             good.call("Fail", b"")
@@ -76,18 +123,18 @@ def test_callers_without_the_secret_are_rejected() -> None:
 
 def test_a_server_binds_only_its_own_address() -> None:
     port = free_port()
-    server = _serve("s", f"127.0.0.1:{port}")
+    server = _serve(RIGHT, f"127.0.0.1:{port}")
     try:
         with socket.socket() as other:  # the same port on another loopback address is free
             other.bind(("127.0.0.2", port))
         with pytest.raises(ConfigError, match="could not"):
-            _serve("s", f"127.0.0.1:{port}")  # and the address itself cannot be shared
+            _serve(RIGHT, f"127.0.0.1:{port}")  # and the address itself cannot be shared
     finally:
         server.stop()
 
 
 def test_a_lost_peer_is_named_within_the_deadline() -> None:
-    client = RpcClient("chief:0", "ps:3", f"127.0.0.1:{free_port()}", Authenticator("s"),
+    client = RpcClient("chief:0", "ps:3", f"127.0.0.1:{free_port()}", Authenticator(RIGHT),
                        timeout=2)
     with pytest.raises(PeerLostError, match="Lost task ps:3") as info:
         client.call("Echo", b"")
@@ -99,7 +146,7 @@ def _serve_streams(address: str, handler_seconds: float = 0.0) -> RpcServer:
         time.sleep(handler_seconds)
         return bytes(body) + caller.encode()
 
-    server = RpcServer("ps:0", address, Authenticator("right"),
+    server = RpcServer("ps:0", address, Authenticator(RIGHT),
                        {"Echo": echo, "Fail": lambda body, caller: 1 / 0},  # type: ignore[dict-item]
                        stream_methods=frozenset({"Echo", "Fail"}))
     server.start()
@@ -110,7 +157,7 @@ def test_a_stream_carries_requests_and_replies_in_turn() -> None:
     address = f"127.0.0.1:{free_port()}"
     server = _serve_streams(address)
     try:
-        stream = RpcClient("worker:0", "ps:0", address, Authenticator("right"),
+        stream = RpcClient("worker:0", "ps:0", address, Authenticator(RIGHT),
                            timeout=10).stream("Echo")
         for i in range(3):
             stream.send(b"%d:" % i)  # returns at once; the reply is taken later
@@ -126,13 +173,11 @@ def test_a_stream_without_the_secret_or_with_a_failing_handler_fails_clearly() -
     address = f"127.0.0.1:{free_port()}"
     server = _serve_streams(address)
     try:
-        bad = RpcClient("worker:0", "ps:0", address, Authenticator("wrong"), timeout=10)
-        stream = bad.stream("Echo")
-        stream.send(b"x")
-        with pytest.raises(ConfigError, match="rejected this task's call"):
-            stream.receive()
-        assert stream.closed
-        good = RpcClient("worker:0", "ps:0", address, Authenticator("right"), timeout=10)
+        bad = RpcClient("worker:0", "ps:0", address, Authenticator(WRONG), timeout=10)
+        with pytest.raises(ConfigError, match="ps:0 refused worker:0's connection: the two "
+                           "hold different cluster secrets"):
+            bad.stream("Echo")     # the handshake, before the stream opens
+        good = RpcClient("worker:0", "ps:0", address, Authenticator(RIGHT), timeout=10)
         failing = good.stream("Fail")
         failing.send(b"")
         with pytest.raises(RemoteError, match="ZeroDivisionError"):
@@ -145,7 +190,7 @@ def test_a_stream_reply_that_does_not_come_names_the_task_within_the_timeout() -
     address = f"127.0.0.1:{free_port()}"
     server = _serve_streams(address, handler_seconds=4.0)
     try:
-        stream = RpcClient("worker:0", "ps:0", address, Authenticator("right"),
+        stream = RpcClient("worker:0", "ps:0", address, Authenticator(RIGHT),
                            timeout=1).stream("Echo")
         stream.send(b"x")
         with pytest.raises(PeerLostError, match="did not answer Echo within 1 s") as info:
@@ -157,6 +202,6 @@ def test_a_stream_reply_that_does_not_come_names_the_task_within_the_timeout() -
 
 def test_code_never_travels_on_a_stream() -> None:
     with pytest.raises(ValueError, match="carries code"):
-        RpcServer("ps:0", f"127.0.0.1:{free_port()}", Authenticator("s"),
+        RpcServer("ps:0", f"127.0.0.1:{free_port()}", Authenticator(RIGHT),
                   {"Run": lambda body, caller: body}, code_methods=frozenset({"Run"}),
                   stream_methods=frozenset({"Run"}))

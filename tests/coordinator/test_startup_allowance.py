@@ -21,7 +21,7 @@ from distrib.rpc.transport import STARTUP_SECONDS, RpcClient, startup_timeout
 from tests.support import free_port
 
 TIMEOUT = 1.5   # above the chief's heartbeat interval (1 s)
-AUTH = Authenticator("secret")
+AUTH = Authenticator("a-test-secret-of-16+-bytes")
 
 
 class Served:

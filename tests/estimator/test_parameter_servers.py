@@ -21,7 +21,7 @@ from tests.estimator.common import read_events
 from tests.support import REPO, clean_env, localhost_cluster, start_cluster, wait_all
 
 PROGRAM = str(REPO / "tests" / "estimator" / "programs" / "ps_program.py")
-SECRET = {"DISTRIB_CLUSTER_SECRET": "test-secret"}
+SECRET = {"DISTRIB_CLUSTER_SECRET": "test-secret-of-32-bytes-0123456"}
 pytestmark = pytest.mark.slow  # 3 to 4 processes each
 
 

@@ -16,7 +16,12 @@ record the result in the closure's :class:`RemoteValue`.  TensorFlow's rules:
   closure until it returns (the others carry on);
 * a lost ``ps`` task is fatal: the next ``schedule``/``join``/``done`` raises
   :class:`~distrib.errors.PeerLostError` naming it, within the communication
-  timeout; so is losing every worker for longer than the timeout.
+  timeout; so is losing every worker for longer than the timeout;
+* a worker that stops answering (its heartbeat, with the communication timeout as its
+  deadline, fails) counts as lost: the functions it runs go to another worker;
+* a worker that refuses the chief (it holds another cluster secret) is an error: the
+  next ``schedule``/``join``/``done`` raises the :class:`~distrib.errors.ConfigError`
+  naming it, rather than training on without it.
 
 Example::
 
@@ -213,7 +218,14 @@ class ClusterCoordinator:
         connected = False
         while not self._stop.is_set():
             if not connected:
-                connected = self._ext.connect_worker(index, _RECONNECT_SECONDS)
+                try:
+                    connected = self._ext.connect_worker(index, _RECONNECT_SECONDS)
+                except BaseException as exc:  # noqa: BLE001 - raised by schedule/join/done
+                    # the worker refused the chief (another cluster secret): training must
+                    # not go on without it, silently
+                    self._queue.set_error(exc)
+                    self._stop.wait(_RECONNECT_SECONDS)
+                    continue
                 if connected:
                     self._down_since[index] = None
                 continue

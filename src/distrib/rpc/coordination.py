@@ -2,9 +2,13 @@
 
 :class:`ClusterClient` owns the chief's connections:
 
-* to every ``ps`` task: a :class:`~distrib.rpc.variables.VariableClient`, and a
-  heartbeat every second — a ``ps`` that stops answering is recorded as lost, and
-  :meth:`ClusterClient.check` raises the error naming it;
+* to every task, a heartbeat every second, each task on its own thread with its own
+  deadline (the communication timeout), so one task that stops answering delays no
+  other task's heartbeat; a ``ps`` that stops answering is recorded as lost
+  (:meth:`ClusterClient.check` raises the error naming it, and :meth:`~ClusterClient.shutdown`
+  tells every other task), a worker that stops answering loses the closures it runs
+  (they go back to the coordinator's queue);
+* to every ``ps`` task: a :class:`~distrib.rpc.variables.VariableClient`;
 * to every worker: per-worker objects (:meth:`~ClusterClient.add_per_worker`), sent
   to each worker, in order, before its next closure, and sent again in full to a
   worker that restarted (a new incarnation); closures (:meth:`~ClusterClient.run`).
@@ -75,6 +79,12 @@ def remote_exception(info: dict[str, Any], where: str) -> BaseException:
     exc: BaseException
     if info["lost"]:
         exc = PeerLostError(f"{message} (reported by {where})", lost=info["lost"])
+    elif info["module"] == "builtins" and name in ("SystemExit", "KeyboardInterrupt"):
+        what = f"sys.exit({message})" if name == "SystemExit" else "KeyboardInterrupt"
+        exc = RemoteError(errors.explain(
+            "scheduled function", f"{what} on {where}", "a function scheduled on a worker "
+            "ended with " + what + ": the worker serves on, and the function failed",
+            "return a value or raise an exception from the function instead"), name, tb)
     elif info["module"] == "builtins" and name in _BUILTIN_ERRORS:
         exc = _BUILTIN_ERRORS[name](text)
     elif info["module"].startswith("distrib.") and name in _DISTRIB_ERRORS:
@@ -113,7 +123,9 @@ class ClusterClient:
         self._lock = threading.Lock()
         self._error: PeerLostError | None = None
         self._stop = threading.Event()
-        self._beats: threading.Thread | None = None
+        self._beats: list[threading.Thread] = []
+        #: task -> when a heartbeat to it last failed (cleared when one is answered)
+        self._silent: dict[str, tuple[float, PeerLostError]] = {}
         self._reached: set[str] = set()  # tasks that answered during this session
         self._joins = 0
 
@@ -137,9 +149,11 @@ class ClusterClient:
                                 "cluster (the same program, each with its own TF_CONFIG), "
                                 "with the addresses TF_CONFIG gives them")
             self._hello(client)
-        self._beats = threading.Thread(target=self._beat_loop, name="distrib-ps-heartbeat",
-                                       daemon=True)
-        self._beats.start()
+        self._beats = [threading.Thread(target=self._beat_loop, args=(client,), daemon=True,
+                                        name=f"distrib-heartbeat-{client.task}")
+                       for client in [*self.ps, *self.workers]]
+        for thread in self._beats:
+            thread.start()
 
     def connect_worker(self, index: int, timeout: float) -> bool:
         """Start the session on worker ``index``; False if it did not answer within ``timeout``.
@@ -170,18 +184,30 @@ class ClusterClient:
             self._tickets[index] += 1
             return self._tickets[index] - 1
 
-    def _beat_loop(self) -> None:
+    def _beat_loop(self, client: RpcClient) -> None:
+        """Heartbeats to one task, each with the communication timeout as its deadline."""
         body = wire.encode({"session": self.session})
         while not self._stop.wait(HEARTBEAT_SECONDS):
-            for client in [*self.ps, *self.workers]:
-                try:
-                    client.call("Beat", body, timeout=self.timeout)
-                    self._reached.add(client.task)
-                except PeerLostError as exc:
-                    if client in self.ps and self._error is None:
-                        self._error = exc
-                except Exception:  # noqa: BLE001 - a worker's state is handled by dispatch
-                    pass
+            try:
+                client.call("Beat", body, timeout=self.timeout)
+                self._reached.add(client.task)
+                self._silent.pop(client.task, None)
+            except PeerLostError as exc:
+                self._silent[client.task] = (time.monotonic(), exc)
+                if client in self.ps:
+                    self._lost_ps(exc)
+            except Exception:  # noqa: BLE001 - a worker's state is handled by dispatch
+                pass
+
+    def _lost_ps(self, error: PeerLostError) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = error
+
+    def silent_since(self, task: str, since: float) -> PeerLostError | None:
+        """The error of a heartbeat to ``task`` that failed after ``since`` (monotonic), if any."""
+        failed = self._silent.get(task)
+        return failed[1] if failed is not None and failed[0] > since else None
 
     def check(self) -> None:
         """Raise the error of a lost ``ps`` task, if any."""
@@ -259,16 +285,20 @@ class ClusterClient:
         envelope = self._envelope(index, {"blobs": blobs}, seq, timeout)
         start = time.monotonic()
         try:
-            reply = client.call("Run", envelope, code=True,
-                                timeout=_FOREVER if timeout is None else timeout)
+            reply = self._call_watched(index, envelope, _FOREVER if timeout is None else timeout)
         except PeerLostError:
             if timeout is None or time.monotonic() - start < timeout:
                 raise  # gone, not late
             running = self._running(index)  # raises PeerLostError if the worker is gone
         else:
-            return [(True, o["ok"]) if "ok" in o else
-                    (False, remote_exception(o["error"], client.task))
-                    for o in self._reply(index, reply)]
+            outcomes = [(True, o["ok"]) if "ok" in o else
+                        (False, remote_exception(o["error"], client.task))
+                        for o in self._reply(index, reply)]
+            for ok, value in outcomes:
+                if not ok and isinstance(value, PeerLostError) and \
+                        set(value.lost) & {c.task for c in self.ps}:
+                    self._lost_ps(value)  # a ps lost is fatal: every task is told at shutdown
+            return outcomes
         if running is not None and running["seq"] == seq and running["seconds"] < timeout:
             # a later closure of this call runs: give it its own timeout before judging
             time.sleep(timeout - running["seconds"] + 0.5)
@@ -291,6 +321,26 @@ class ClusterClient:
             "find what the function waits for (a lock, a queue, a remote call), or raise "
             "ClusterCoordinator(strategy, closure_timeout=...) (None: no limit)"))
 
+    def _call_watched(self, index: int, envelope: bytes, deadline: float) -> bytes:
+        """``Run`` on worker ``index``; abandoned if a heartbeat to it fails meanwhile.
+
+        A worker that stops answering (stopped, its machine hung) may still hold the
+        call's connection open: its heartbeat, whose deadline is the communication
+        timeout, tells that it is lost, and its closures go elsewhere.
+        """
+        client = self.workers[index]
+        started = time.monotonic()
+        pending = client.start("Run", envelope, timeout=deadline)
+        while not pending.wait(0.5):
+            silent = self.silent_since(client.task, started)
+            if silent is not None:
+                pending.cancel()
+                raise PeerLostError(f"Lost task {client.task}: it did not answer a heartbeat "
+                                    f"within {self.timeout:.0f} s while running closures "
+                                    f"({silent}); they run again on another worker.",
+                                    lost=[client.task])
+        return pending.result()
+
     def _running(self, index: int) -> dict[str, Any] | None:
         client = self.workers[index]
         reply = wire.decode(client.call("Status", wire.encode({}),
@@ -307,7 +357,9 @@ class ClusterClient:
         gone; a task that answered before and is unreachable now is not.
         """
         self._stop.set()
-        body = wire.encode({"session": self.session})
+        error = self._error
+        body = wire.encode({"session": self.session, "error": None if error is None else
+                            {"message": str(error), "lost": list(error.lost)}})
 
         def tell(client: RpcClient) -> None:
             if client.task not in self._reached and not client.wait_ready(self.timeout):

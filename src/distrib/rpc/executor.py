@@ -21,7 +21,8 @@ authenticated over their whole body; ``Status`` carries data:
     variables (running statistics, ``add_``).  Answers ``{"ok": [outcome, ...]}``, each
     ``{"ok": result}`` or ``{"error": {...}}`` with the exception's type, message,
     traceback and the tasks it found lost; after a failure the rest do not run (the
-    list is shorter).  One closure runs at a time.  With the chief's ``deadline`` (the
+    list is shorter; ``sys.exit()`` in a function is its error too: the worker serves
+    on).  One closure runs at a time.  With the chief's ``deadline`` (the
     coordinator's closure timeout, per closure): while a closure runs past it, new calls
     are answered ``{"busy": {...}}`` at once (the chief sends them elsewhere), and a
     call that waited past it is answered ``{"expired": true}`` without running;
@@ -209,8 +210,7 @@ class ClosureExecutor:
                 with self._context():
                     return wire.encode({"ok": work(envelope)})
             except BaseException as exc:  # noqa: BLE001 - every failure goes to the chief
-                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                    raise
+                # sys.exit() too: the worker process serves on; the chief raises it
                 return wire.encode({"error": error_info(exc)})
             finally:
                 _current.index = None
@@ -234,9 +234,7 @@ class ClosureExecutor:
                 try:
                     outcomes.append({"ok": self._run_one(envelope, part, blob)})
                 except BaseException as exc:  # noqa: BLE001 - every failure goes to the chief
-                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                        raise
-                    outcomes.append({"error": error_info(exc)})
+                    outcomes.append({"error": error_info(exc)})  # sys.exit() included
                     break  # the rest are cancelled, as queued closures are after an error
             return outcomes
         return self._run_guarded(body, work)

@@ -10,7 +10,9 @@ the methods of its role plus three of its own:
     the chief is alive (it sends one every second to every task, so a task the
     chief never used still knows it is there; a beat of a new session starts it);
 ``Shutdown``
-    the chief finished: :meth:`TaskService.serve` returns and the task exits 0.
+    the chief finished: :meth:`TaskService.serve` returns and the task exits 0 — or,
+    when the chief stopped because it lost a task (a ``ps`` that stopped answering), raises
+    :class:`~distrib.errors.PeerLostError` naming that task, so every task names it.
 
 Every wait is bounded: if no chief connects within the communication timeout, or
 the chief stops sending heartbeats for that long, :meth:`~TaskService.serve`
@@ -29,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from distrib.errors import PeerLostError
 from distrib.rpc import wire
@@ -72,6 +75,7 @@ class TaskService:
         self._last_contact = time.monotonic()
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._chief_error: dict[str, Any] | None = None
         own = {"Hello": self._hello, "Beat": self._beat, "Shutdown": self._shutdown}
         self.server = RpcServer(task, address, auth, {**handlers, **own}, code_methods,
                                 threads=threads, stream_methods=stream_methods)
@@ -106,7 +110,11 @@ class TaskService:
         return wire.encode({"incarnation": self.incarnation})
 
     def _shutdown(self, body: bytes, caller: str) -> bytes:
-        if self._session is None or wire.decode(body)["session"] == self._session:
+        request = wire.decode(body)
+        if self._session is None or request["session"] == self._session:
+            error = request.get("error")
+            if isinstance(error, dict) and error.get("lost"):
+                self._chief_error = error
             self._stop.set()
         return wire.encode({})
 
@@ -115,8 +123,9 @@ class TaskService:
 
         Raises:
             PeerLostError: no chief connected within the start-up allowance
-                (:func:`~distrib.rpc.transport.startup_timeout`), or the chief went
-                silent for ``timeout`` s.
+                (:func:`~distrib.rpc.transport.startup_timeout`), the chief went
+                silent for ``timeout`` s, or the chief stopped because it lost a task
+                (``lost`` names that task).
         """
         self.server.start()
         try:
@@ -129,8 +138,24 @@ class TaskService:
                     raise PeerLostError(
                         f"Lost task {self.chief}: the chief {what} for {silent:.0f} s "
                         f"({'start-up allowance' if starting else 'communication timeout'} "
-                        f"{limit:.0f} s), so {self.task} stops serving. Fix: restart the "
-                        "chief (and this task); training resumes from the chief's latest "
-                        "checkpoint.", lost=[self.chief])
+                        f"{limit:.0f} s), so {self.task} stops serving.{self._refusals()} "
+                        "Fix: restart the chief (and this task); training resumes from the "
+                        "chief's latest checkpoint.", lost=[self.chief])
         finally:
             self.server.stop(grace=1.0)
+        error = self._chief_error
+        if error is not None:
+            lost = [str(t) for t in error["lost"]]
+            raise PeerLostError(
+                f"Lost task {', '.join(lost)}: {self.chief} stopped training because of it "
+                f"({error.get('message', '')}), so {self.task} stops too. Fix: restart "
+                f"{', '.join(lost)} (or every task); training resumes from the chief's latest "
+                "checkpoint.", lost=lost)
+
+    def _refusals(self) -> str:
+        refused = self.server.gate.refused()
+        if not refused:
+            return ""
+        return (f" Meanwhile {self.task} refused {refused} connection(s) whose handshake was "
+                "not made with its cluster secret (see the errors logged above): this task "
+                "and the chief hold different DISTRIB_CLUSTER_SECRET values.")

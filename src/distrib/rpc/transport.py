@@ -3,23 +3,26 @@
 Each task runs one :class:`RpcServer` bound to its own address from the cluster
 spec (and nothing else: no wildcard address, no shared port) and talks to the
 others through :class:`RpcClient`.  Messages are opaque bytes (see
-:mod:`distrib.rpc.wire` and :mod:`distrib.rpc.pickling`); every call is
-authenticated with the cluster's secret (:mod:`distrib.rpc.auth`) and every call has
-a deadline.  Failures become distrib errors that name the task:
+:mod:`distrib.rpc.wire` and :mod:`distrib.rpc.pickling`) of at most
+:data:`~distrib.rpc.gate.MAX_MESSAGE_BYTES`; every call has a deadline and is
+authenticated with the cluster's secret (:mod:`distrib.rpc.auth`): a client makes a
+handshake with each task it calls, then MACs every call (method, counter, whole
+body) with that connection's key, and checks the MAC of every reply.  The server's
+:class:`~distrib.rpc.gate.Gate` checks each call's header before reading its body.
+Failures become distrib errors that name the task:
 
 * the peer is gone or does not answer in time: :class:`~distrib.errors.PeerLostError`
   with ``lost=[task]``;
-* the peer rejected the secret: :class:`~distrib.errors.ConfigError`;
-* the handler failed: :class:`~distrib.errors.RemoteError`.
+* the peer refused the cluster's secret, or a call: :class:`~distrib.errors.ConfigError`;
+* the handler failed, or a reply was altered: :class:`~distrib.errors.RemoteError`.
 
 A data method can also be served as a stream (``stream_methods``): :meth:`RpcClient.stream`
 opens one bidirectional gRPC stream on which requests and replies alternate.  A
 stream costs the caller and the server less than a unary call per message, and the
 caller can send a request and take its reply later (a worker's gradient push, while it
-finishes its step).  A stream is authenticated once, when it opens (a token made with
-the cluster's secret and a fresh nonce, as for a call): its messages then travel on
-that one HTTP/2 stream of one connection, where no other party can insert any.  A reply
-that does not come within the client's timeout fails the stream with
+finishes its step).  A stream opens with a header made with the connection's key and a
+fresh counter, and every message on it, both ways, is MACed with its place in the
+stream.  A reply that does not come within the client's timeout fails the stream with
 :class:`~distrib.errors.PeerLostError`, and code never travels on a stream.
 
 Start-up is not steady state: a task may start seconds after the others, and its first
@@ -30,7 +33,7 @@ and the one-time set-up calls therefore use :func:`startup_timeout`, at least
 
 Example (two objects in one process)::
 
-    auth = Authenticator("secret")
+    auth = Authenticator("a secret of 16+ bytes")
     server = RpcServer("ps:0", "127.0.0.1:2222", auth, {"Echo": lambda body, caller: body})
     server.start()
     client = RpcClient("chief:0", "ps:0", "127.0.0.1:2222", auth, timeout=10)
@@ -39,33 +42,42 @@ Example (two objects in one process)::
 
 from __future__ import annotations
 
+import hmac
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from typing import Any
 
 import grpc
 
-from distrib.errors import ConfigError, PeerLostError, RemoteError, explain
-from distrib.rpc.auth import Authenticator
+from distrib.errors import ConfigError, PeerLostError, RemoteError, UsageError, explain
+from distrib.rpc.auth import MAC_BYTES, Authenticator, ConnectionKey
+from distrib.rpc.gate import (
+    HANDSHAKE,
+    HEADERS,
+    MAX_MESSAGE_BYTES,
+    REHANDSHAKE,
+    SERVICE,
+    Gate,
+    Handler,
+)
 
-__all__ = ["RpcServer", "RpcClient", "RpcStream", "Handler", "SERVICE", "STREAM_SUFFIX",
-           "STARTUP_SECONDS", "startup_timeout"]
+__all__ = ["RpcServer", "RpcClient", "RpcStream", "PendingCall", "Handler", "SERVICE",
+           "STREAM_SUFFIX", "STARTUP_SECONDS", "startup_timeout"]
 
-SERVICE = "distrib.Task"
-Handler = Callable[[bytes, str], bytes]
-_AUTH = "x-distrib-auth"
-_FROM = "x-distrib-from"
 #: A stream of a method is served under the method's name plus this suffix.
 STREAM_SUFFIX = "Stream"
 _LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                grpc.StatusCode.CANCELLED)
 #: The least time to wait for a task to start or to answer a one-time set-up call.
 STARTUP_SECONDS = 180.0
-_MESSAGE_LIMITS = [("grpc.max_send_message_length", -1),
-                   ("grpc.max_receive_message_length", -1)]
+_MESSAGE_LIMITS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES + 2 * MAC_BYTES),
+                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES + 2 * MAC_BYTES)]
+_ALTERED = ("altered in transit (its MAC does not match): something between the tasks "
+            "changes their traffic. Fix: run the cluster on a network nobody else can write "
+            "to (see the security guide).")
 
 
 def startup_timeout(timeout: float) -> float:
@@ -78,15 +90,21 @@ def startup_timeout(timeout: float) -> float:
     return max(timeout, STARTUP_SECONDS)
 
 
+def _rehandshake(exc: Any) -> bool:
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else ""
+    return code is grpc.StatusCode.UNAUTHENTICATED and str(details).startswith(REHANDSHAKE)
+
+
 class RpcServer:
     """The gRPC server of one task, bound to that task's address only.
 
     Args:
         task: this task's name (``"ps:0"``), for messages.
         address: ``host:port`` from the cluster spec.
-        auth: the cluster's authenticator; callers without the secret are rejected.
+        auth: the cluster's authenticator; callers without the secret are refused.
         handlers: method name -> ``handler(body, caller) -> reply``.
-        code_methods: the methods whose body carries code (MACed over the whole body).
+        code_methods: the methods whose body carries code (never served as streams).
         stream_methods: data methods also served as streams (see :meth:`RpcClient.stream`).
         threads: handler threads (an open stream holds one for as long as it lasts).
     """
@@ -96,8 +114,9 @@ class RpcServer:
                  threads: int = 8, stream_methods: frozenset[str] = frozenset()) -> None:
         self.task = task
         self.address = address
-        self._auth = auth
-        self._code = code_methods
+        for name in stream_methods:
+            if name in code_methods:
+                raise ValueError(f"{name} carries code: it cannot be served as a stream")
         self._pool = futures.ThreadPoolExecutor(max_workers=threads,
                                                 thread_name_prefix=f"distrib-rpc-{task}")
         self._server = grpc.server(self._pool, options=[
@@ -105,52 +124,10 @@ class RpcServer:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 1000),
             ("grpc.http2.max_ping_strikes", 0)])
-        methods = {name: grpc.unary_unary_rpc_method_handler(self._wrap(name, fn))
-                   for name, fn in handlers.items()}
-        for name in stream_methods:
-            if name in code_methods:
-                raise ValueError(f"{name} carries code: it cannot be served as a stream")
-            methods[name + STREAM_SUFFIX] = grpc.stream_stream_rpc_method_handler(
-                self._wrap_stream(name, handlers[name]))
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, methods),))
-
-    def _wrap(self, name: str, fn: Handler) -> Callable[[bytes, Any], bytes]:
-        full = name in self._code
-
-        def handle(body: bytes, context: Any) -> bytes:
-            meta = dict(context.invocation_metadata())
-            if not self._auth.verify(name, body, meta.get(_AUTH), full):
-                context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                              f"{self.task} rejected a call of {name}: it was not signed with "
-                              "this cluster's secret")
-            try:
-                return fn(body, str(meta.get(_FROM, "?")))
-            except Exception as exc:  # reported to the caller, who raises RemoteError
-                context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-                raise  # unreachable: abort raises
-        return handle
-
-    def _wrap_stream(self, name: str, fn: Handler
-                     ) -> Callable[[Iterator[bytes], Any], Iterator[bytes]]:
-        def rejected(context: Any) -> None:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                          f"{self.task} rejected a stream of {name}: it was not signed with "
-                          "this cluster's secret")
-
-        def handle(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
-            meta = dict(context.invocation_metadata())
-            if not self._auth.verify(name + STREAM_SUFFIX, b"", meta.get(_AUTH), False):
-                rejected(context)
-            caller = str(meta.get(_FROM, "?"))
-            for body in requests:
-                try:
-                    reply = fn(body, caller)
-                except Exception as exc:  # reported to the caller, who raises RemoteError
-                    context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-                    raise  # unreachable: abort raises
-                yield reply
-        return handle
+        #: Authenticates every call (see :mod:`distrib.rpc.gate`); ``gate.refusals`` counts them.
+        self.gate = Gate(task, auth, dict(handlers),
+                         {name + STREAM_SUFFIX: handlers[name] for name in stream_methods})
+        self._server.add_generic_rpc_handlers((self.gate,))
 
     def start(self) -> None:
         """Bind the task's own address and start serving.
@@ -179,23 +156,28 @@ class RpcServer:
 class RpcClient:
     """Calls the methods of one remote task.
 
+    The first call makes a handshake (the connection's key); a task that restarted, or
+    a connection that was made again, gets a new handshake and the call once more (it
+    was refused before its body was read, so it did not run).
+
     Args:
         me: this task's name (sent with each call, for the peer's messages).
         task: the remote task's name (``"worker:1"``).
         address: its ``host:port``.
         auth: the cluster's authenticator.
         timeout: the default deadline of a call, in seconds.
+        interceptors: gRPC client interceptors (to watch what crosses the network).
     """
 
     def __init__(self, me: str, task: str, address: str, auth: Authenticator,
-                 timeout: float) -> None:
+                 timeout: float, interceptors: Sequence[Any] = ()) -> None:
         self.me = me
         self.task = task
         self.address = address
         self.timeout = timeout
         self._auth = auth
         self._lock = threading.Lock()
-        self._channel = grpc.insecure_channel(address, options=[
+        self._raw_channel = grpc.insecure_channel(address, options=[
             *_MESSAGE_LIMITS, ("grpc.enable_retries", 0),
             ("grpc.keepalive_time_ms", 5000),
             ("grpc.keepalive_timeout_ms", int(max(1.0, min(timeout, 20.0)) * 1000)),
@@ -204,7 +186,11 @@ class RpcClient:
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.min_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", 1000)])
+        self._channel = grpc.intercept_channel(self._raw_channel, *interceptors) \
+            if interceptors else self._raw_channel
         self._stubs: dict[str, Any] = {}
+        self._conn: ConnectionKey | None = None
+        self._counter = 0
 
     def _stub(self, method: str) -> Any:
         stub = self._stubs.get(method)
@@ -213,42 +199,98 @@ class RpcClient:
             self._stubs[method] = stub
         return stub
 
-    def _metadata(self, method: str, body: bytes, code: bool) -> tuple[tuple[str, str], ...]:
-        return ((_AUTH, self._auth.sign(method, body, code)), (_FROM, self.me))
+    # ------------------------------------------------------------ handshake
+    def _connection(self, deadline: float) -> tuple[ConnectionKey, int]:
+        """The connection's key (a handshake first, if none) and a fresh counter."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                conn = self._conn = self._handshake(min(deadline, startup_timeout(self.timeout)))
+            self._counter += 1
+            return conn, self._counter
 
+    def _handshake(self, deadline: float) -> ConnectionKey:
+        nonce, token = self._auth.hello(self.me, self.task)
+        try:
+            reply = self._stub(HANDSHAKE)(b"", timeout=deadline, metadata=(
+                (HEADERS["hello"], token), (HEADERS["from"], self.me)))
+        except grpc.RpcError as exc:
+            raise self.error(HANDSHAKE, exc, deadline) from None
+        conn = self._auth.accept_welcome(nonce, bytes(reply), self.me, self.task)
+        if conn is None:
+            raise ConfigError(explain(
+                "DISTRIB_CLUSTER_SECRET", "(not shown)", f"{self.task} at {self.address} "
+                f"answered {self.me}'s handshake without proving it holds this cluster's "
+                "secret: it holds another secret, or is not this cluster's task",
+                f"set the same DISTRIB_CLUSTER_SECRET on {self.me} and {self.task}, and check "
+                "the cluster's addresses"))
+        return conn
+
+    def _forget(self, conn: ConnectionKey) -> None:
+        with self._lock:
+            if self._conn is conn:
+                self._conn = None
+
+    def check_size(self, method: str, body: bytes) -> None:
+        """Raise :class:`UsageError` if ``body`` is larger than a message may be."""
+        if len(body) > MAX_MESSAGE_BYTES:
+            raise UsageError(explain(
+                f"a {method} message to {self.task}", f"{len(body)} bytes", "messages between "
+                f"tasks are limited to {MAX_MESSAGE_BYTES} bytes", "shard large variables over "
+                "more ps tasks (variable_partitioner) or use smaller ones"))
+
+    def _metadata(self, conn: ConnectionKey, method: str, counter: int,
+                  body: bytes) -> tuple[tuple[str, str], ...]:
+        self.check_size(method, body)
+        return ((HEADERS["from"], self.me), (HEADERS["conn"], conn.conn_id),
+                (HEADERS["call"], conn.call_token(method, counter, body)))
+
+    def _open(self, conn: ConnectionKey, method: str, counter: int, reply: bytes) -> bytes:
+        view = memoryview(reply)
+        body = view[MAC_BYTES:]
+        if view.nbytes < MAC_BYTES or not hmac.compare_digest(
+                conn.reply_mac(method, counter, body), bytes(view[:MAC_BYTES])):
+            raise RemoteError(f"The reply of {self.task} to {method} was {_ALTERED}")
+        return bytes(body)
+
+    # ---------------------------------------------------------------- calls
     def call(self, method: str, body: bytes, *, code: bool = False,
              timeout: float | None = None) -> bytes:
-        """Call ``method`` and wait for its reply (at most ``timeout`` seconds)."""
+        """Call ``method`` and wait for its reply (at most ``timeout`` seconds).
+
+        Every call is MACed over its whole body (``code`` only says that it carries code).
+        """
         deadline = self.timeout if timeout is None else timeout
-        try:
-            reply: bytes = self._stub(method)(body, timeout=deadline,
-                                              metadata=self._metadata(method, body, code))
-        except grpc.RpcError as exc:
-            raise self.error(method, exc, deadline) from None
-        return reply
+        for attempt in range(2):
+            conn, counter = self._connection(deadline)
+            metadata = self._metadata(conn, method, counter, body)
+            try:
+                reply: bytes = self._stub(method)(body, timeout=deadline, metadata=metadata)
+            except grpc.RpcError as exc:
+                if attempt == 0 and _rehandshake(exc):
+                    self._forget(conn)
+                    continue
+                raise self.error(method, exc, deadline) from None
+            return self._open(conn, method, counter, reply)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def stream(self, method: str) -> RpcStream:
         """Open a stream of the data method ``method`` (the server lists it in ``stream_methods``)."""
         return RpcStream(self, method)
 
+    def start(self, method: str, body: bytes, *, timeout: float | None = None) -> PendingCall:
+        """Start ``method`` now; the :class:`PendingCall` waits for, or cancels, its reply."""
+        return PendingCall(self, method, body, self.timeout if timeout is None else timeout)
+
     def future(self, method: str, body: bytes, *, code: bool = False,
                timeout: float | None = None) -> Callable[[], bytes]:
         """Start ``method`` now; returns a function that waits for the reply."""
-        deadline = self.timeout if timeout is None else timeout
-        fut = self._stub(method).future(body, timeout=deadline,
-                                        metadata=self._metadata(method, body, code))
-
-        def result() -> bytes:
-            try:
-                return bytes(fut.result())
-            except grpc.RpcError as exc:
-                raise self.error(method, exc, deadline) from None
-        return result
+        return self.start(method, body, timeout=timeout).result
 
     def wait_ready(self, timeout: float) -> bool:
         """Whether the task accepts connections within ``timeout`` seconds."""
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            grpc.channel_ready_future(self._raw_channel).result(timeout=timeout)
             return True
         except grpc.FutureTimeoutError:
             return False
@@ -277,17 +319,61 @@ class RpcClient:
             return self.lost(f"did not answer {method} within {deadline:.0f} s"
                              if code is grpc.StatusCode.DEADLINE_EXCEEDED else
                              f"is unreachable ({details})")
+        if code is grpc.StatusCode.UNAUTHENTICATED and method == HANDSHAKE:
+            return ConfigError(explain(
+                "DISTRIB_CLUSTER_SECRET", "(not shown)", f"{self.task} refused {self.me}'s "
+                "connection: the two hold different cluster secrets (every task of a cluster "
+                "must hold the same one)", "start the cluster with `distrib run`, or set the "
+                f"same DISTRIB_CLUSTER_SECRET on {self.me} and {self.task}"))
         if code is grpc.StatusCode.UNAUTHENTICATED:
             return ConfigError(explain(
-                "DISTRIB_CLUSTER_SECRET", "(not shown)", f"{self.task} rejected this task's "
-                "call: every task of a cluster must hold the same secret",
-                "start the cluster with `distrib run`, or set the same "
-                "DISTRIB_CLUSTER_SECRET on every task"))
+                f"a {method} call of {self.me}", "(refused)", f"{self.task} refused it: "
+                f"{details}", "run the cluster on a network where nobody else can send or "
+                "replay its traffic, with the same DISTRIB_CLUSTER_SECRET on every task"))
+        if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return UsageError(explain(f"a {method} message between {self.me} and {self.task}",
+                                      "(too large)", str(details), "shard large variables "
+                                      "over more ps tasks, or use smaller ones"))
         return RemoteError(f"{method} failed on {self.task}: {details}")
 
     def close(self) -> None:
         """Close the connection."""
-        self._channel.close()
+        self._raw_channel.close()
+
+
+class PendingCall:
+    """A call in flight (see :meth:`RpcClient.start`)."""
+
+    def __init__(self, client: RpcClient, method: str, body: bytes, deadline: float) -> None:
+        self.client = client
+        self.method = method
+        self._body = body
+        self._deadline = deadline
+        self._conn, self._counter = client._connection(deadline)
+        self._done = threading.Event()
+        self._fut = client._stub(method).future(
+            body, timeout=deadline, metadata=client._metadata(self._conn, method,
+                                                              self._counter, body))
+        self._fut.add_done_callback(lambda _: self._done.set())
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the reply (or the failure) came within ``timeout`` seconds."""
+        return self._done.wait(timeout)
+
+    def cancel(self) -> None:
+        """Stop waiting for the reply (the task may still run the call)."""
+        self._fut.cancel()
+
+    def result(self) -> bytes:
+        """The reply; raises the call's error (see :meth:`RpcClient.error`)."""
+        client = self.client
+        try:
+            return client._open(self._conn, self.method, self._counter, self._fut.result())
+        except grpc.RpcError as exc:
+            if _rehandshake(exc):
+                client._forget(self._conn)
+                return client.call(self.method, self._body, timeout=self._deadline)
+            raise client.error(self.method, exc, self._deadline) from None
 
 
 class RpcStream:
@@ -309,20 +395,27 @@ class RpcStream:
     def __init__(self, client: RpcClient, method: str) -> None:
         self.client = client
         self.method = method
-        self._requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        metadata = ((_AUTH, client._auth.sign(method + STREAM_SUFFIX, b"", False)),
-                    (_FROM, client.me))
-        self._replies: Any = client._channel.stream_stream(
-            f"/{SERVICE}/{method}{STREAM_SUFFIX}")(iter(self._requests.get, None),
-                                                    metadata=metadata)
+        self._served = method + STREAM_SUFFIX
         self._sent: float | None = None  # when the outstanding request was sent
         self._timed_out = False
         self.closed = False
+        self._first: bytes | None = None  # kept until answered: sent again after a handshake
+        self._open()
         threading.Thread(target=self._watch, daemon=True,
                          name=f"distrib-stream-{client.task}-{method}").start()
 
+    def _open(self) -> None:
+        client = self.client
+        self._conn, self._counter = client._connection(client.timeout)
+        self._index = self._received = 0
+        self._requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        metadata = ((HEADERS["from"], client.me), (HEADERS["conn"], self._conn.conn_id),
+                    (HEADERS["open"], self._conn.stream_token(self._served, self._counter)))
+        self._replies: Any = client._channel.stream_stream(f"/{SERVICE}/{self._served}")(
+            iter(self._requests.get, None), metadata=metadata)
+
     def _watch(self) -> None:
-        while not self.closed and not self._replies.done():  # ends with its stream
+        while not self.closed:  # ends with its stream
             time.sleep(1.0)
             sent = self._sent
             if sent is not None and time.monotonic() - sent > self.client.timeout:
@@ -330,23 +423,39 @@ class RpcStream:
                 self._replies.cancel()
                 return
 
+    def _put(self, body: bytes) -> None:
+        if self._index == 0:
+            self._first = body
+        self.client.check_size(self.method, body)
+        self._requests.put(self._conn.seal(b"request", self._served, self._counter,
+                                           self._index, body))
+        self._index += 1
+
     def send(self, body: bytes) -> None:
         """Send one request (the previous one's reply must have been received)."""
         if self.closed:
             raise self.client.lost(f"closed its stream of {self.method} earlier")
         self._sent = time.monotonic()
-        self._requests.put(body)
+        self._put(body)
 
     def receive(self) -> bytes:
         """The reply to the request sent last.
 
         Raises:
             PeerLostError: the task is gone, or did not answer within the timeout.
-            RemoteError: the handler failed (the stream is closed).
+            RemoteError: the handler failed, or the reply was altered (the stream is closed).
         """
         try:
             reply: bytes = next(self._replies)
         except grpc.RpcError as exc:
+            if self._first is not None and self._index == 1 and _rehandshake(exc):
+                self._requests.put(None)
+                self.client._forget(self._conn)
+                first, self._first = self._first, None
+                self._open()           # the task did not read it: once more, on a new key
+                self._put(first)
+                self._first = None
+                return self.receive()
             self.close()
             if self._timed_out:
                 raise self.client.lost(f"did not answer {self.method} within "
@@ -357,7 +466,14 @@ class RpcStream:
             raise self.client.lost(f"ended its stream of {self.method}") from None
         finally:
             self._sent = None
-        return reply
+        body = self._conn.unseal(b"reply", self._served, self._counter, self._received, reply)
+        self._received += 1
+        self._first = None
+        if body is None:
+            self.close()
+            raise RemoteError(f"A reply of {self.client.task} on its {self.method} stream was "
+                              f"{_ALTERED}")
+        return bytes(body)
 
     def close(self) -> None:
         """End the stream."""

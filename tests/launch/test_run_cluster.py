@@ -109,11 +109,24 @@ def test_prefixed_output_and_one_tf_config_per_task(script: Path) -> None:
 @pytest.mark.slow
 def test_a_failing_task_stops_the_others_and_is_named(script: Path) -> None:
     out = script.parent / "out"
-    done = _run(["--cluster", "chief=1,worker=2,ps=1", "--grace-period", "2", str(script),
-                 str(out), "4", "exit:worker:1:3", "hang", "stubborn:chief:0"])
+    done = _run(["--cluster", "chief=1,worker=2", "--grace-period", "2", str(script),
+                 str(out), "3", "exit:worker:1:3", "hang", "stubborn:chief:0"])
     assert done.returncode == 3
     assert "task worker:1 exited with status 3" in done.stderr
     assert "[worker:0]" in done.stdout
+    assert "distrib run:   worker:1: exited with status 3\n" in done.stderr  # the summary
+    assert "distrib run:   chief:0: stopped by the launcher (was killed by signal 9 " \
+        "(SIGKILL))" in done.stderr  # it ignored SIGTERM
+    _assert_all_dead(_pids(out))
+
+
+@pytest.mark.slow
+def test_under_a_ps_job_a_failing_ps_stops_the_cluster(script: Path) -> None:
+    out = script.parent / "out"
+    done = _run(["--cluster", "chief=1,worker=1,ps=1", "--grace-period", "2", str(script),
+                 str(out), "3", "exit:ps:0:5", "hang"])
+    assert done.returncode == 5
+    assert "task ps:0 exited with status 5; stopping the other tasks" in done.stderr
     _assert_all_dead(_pids(out))
 
 

@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import signal
 import socket
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 
 from distrib.cluster.plan import ProcessPlan
 from distrib.cluster.random_state import launch_environment
+from distrib.cluster.supervisor import start_process, stop_processes
 from distrib.errors import ConfigError, explain
 
 __all__ = [
@@ -131,14 +131,6 @@ def configure_engine_environment(plan: ProcessPlan) -> None:
         os.environ["GLOO_SOCKET_IFNAME"] = name
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class LocalReplicaLauncher:
     """Re-runs this program for local replicas ``1 .. L-1`` and supervises them.
 
@@ -196,7 +188,7 @@ class LocalReplicaLauncher:
             if self.master_port is not None:
                 env[_PORT] = str(self.master_port)
             env.update(launch_environment())
-            child = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)
+            child = start_process(cmd, env, own_group=False, death_signal=signal.SIGTERM)
             self.children.append(child)
         atexit.register(self.stop)
         previous = sys.excepthook
@@ -219,18 +211,9 @@ class LocalReplicaLauncher:
     def stop(self, timeout: float = 30.0) -> None:
         """Wait for the children to finish (they run the same program), then make sure they are gone."""
         with self._lock:
-            for child in self.children:
-                if self.failing:  # this replica failed: the others cannot finish without it
-                    child.terminate()
-                try:
-                    child.wait(timeout=5 if self.failing else timeout)
-                except subprocess.TimeoutExpired:
-                    child.terminate()
-                    try:
-                        child.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        child.kill()
-                        child.wait()
+            # a failed replica 0: the others cannot finish without it, stop them now
+            stop_processes(self.children, grace=5.0, patience=0.0 if self.failing else timeout,
+                           group=False)
             failed = self.failed_children()
             self.children = []
         if failed and not self.failing:

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -31,6 +30,13 @@ from types import FrameType
 
 from distrib.cluster.env import get
 from distrib.cluster.ports import free_ports
+from distrib.cluster.supervisor import (
+    PREEMPTED,
+    exit_reason,
+    exit_status,
+    start_process,
+    stop_processes,
+)
 from distrib.errors import ConfigError, explain
 
 __all__ = ["exit_reason", "Attempt", "run_with_restarts", "max_restarts_from_env",
@@ -38,22 +44,8 @@ __all__ = ["exit_reason", "Attempt", "run_with_restarts", "max_restarts_from_env
            "LocalReplicaSupervisor", "supervise_local_replicas", "PREEMPTED",
            "MAX_RESTARTS_VARIABLE", "RESTART_COUNT_VARIABLE"]
 
-PREEMPTED = 42
 MAX_RESTARTS_VARIABLE = "DISTRIB_MAX_RESTARTS"
 RESTART_COUNT_VARIABLE = "DISTRIB_RESTART_COUNT"
-
-
-def exit_reason(code: int) -> str:
-    """How a process ended, in words (42 is a preemption save)."""
-    if code == PREEMPTED:
-        return f"exited with status {PREEMPTED} (it saved a checkpoint for a preemption)"
-    if code >= 0:
-        return f"exited with status {code}"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = "unknown"
-    return f"was killed by signal {-code} ({name})"
 
 
 @dataclass(frozen=True)
@@ -115,14 +107,6 @@ def max_restarts_from_env() -> int:
     return int(raw)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class LocalReplicaSupervisor:
     """Runs a program's ``L`` local replicas as children and restarts them all on a failure.
 
@@ -159,20 +143,10 @@ class LocalReplicaSupervisor:
                         "DISTRIB_LOCAL_WORLD_SIZE": str(self.local_world_size),
                         "DISTRIB_MASTER_ADDR": "127.0.0.1", "DISTRIB_MASTER_PORT": str(port),
                         RESTART_COUNT_VARIABLE: str(number)})
-            self.children.append(subprocess.Popen(self.command, env=env,
-                                                  preexec_fn=_die_with_parent))
+            self.children.append(start_process(self.command, env, own_group=False))
 
     def _stop(self, sig: int) -> None:
-        for child in self.children:
-            if child.poll() is None:
-                child.send_signal(sig)
-        deadline = time.monotonic() + self.grace_period
-        for child in self.children:
-            try:
-                child.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_processes(self.children, sig, self.grace_period, group=False)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signal = signum
@@ -188,7 +162,7 @@ class LocalReplicaSupervisor:
             if failed:
                 rank, code = failed[0]
                 self._stop(signal.SIGTERM)
-                return Attempt(code if code > 0 else 128 - code,
+                return Attempt(exit_status(code),
                                f"local replica {rank} {exit_reason(code)}")
             if all(c == 0 for c in codes):
                 return Attempt(0)

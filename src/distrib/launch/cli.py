@@ -21,7 +21,6 @@ import importlib.machinery
 import os
 import sys
 
-from distrib.cluster.restarts import RESTART_COUNT_VARIABLE, Attempt, run_with_restarts
 from distrib.errors import ConfigError, explain
 from distrib.launch.elastic import exec_torchrun, torchrun_command
 from distrib.launch.local_cluster import LocalClusterLauncher, parse_cluster_arg
@@ -64,8 +63,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--master-addr", help="host of node 0 (torchrun mode)")
     run.add_argument("--master-port", help="rendezvous port on node 0 (torchrun mode)")
     run.add_argument("--max-restarts", metavar="N",
-                     help="restart every task (up to N times) when one fails; the program "
-                     "resumes from its latest checkpoint (default 0)")
+                     help="restart (up to N times) what a failed task needs: every task of a "
+                     "synchronous cluster; under a ps job, a worker or the evaluator alone "
+                     "(N times each), or the whole cluster for a lost chief or ps; the "
+                     "program resumes from its latest checkpoint (default 0)")
     run.add_argument("--grace-period", type=_non_negative_float, default=10.0,
                      metavar="SECONDS", help="time between SIGTERM and SIGKILL when stopping "
                      "the tasks (--cluster mode; default 10)")
@@ -111,19 +112,14 @@ def _restarts(text: str | None) -> int:
 
 def run_cluster(jobs: dict[str, int], command: list[str], grace_period: float,
                 max_restarts: int) -> int:
-    """Run a local TF_CONFIG cluster, restarting every task up to ``max_restarts`` times.
+    """Run a local TF_CONFIG cluster with the restart rules of :mod:`distrib.launch.policy`.
 
-    Each run gets fresh ports; the tasks see ``DISTRIB_RESTART_COUNT``.
+    A restart of the whole cluster gets fresh ports; a task restarted alone keeps its
+    address. Each task sees ``DISTRIB_RESTART_COUNT``: how often it was started before.
     """
-    note = LocalClusterLauncher.note_to_stderr
-
-    def attempt(number: int) -> Attempt:
-        launcher = LocalClusterLauncher(jobs, command, grace_period=grace_period,
-                                        extra_env={RESTART_COUNT_VARIABLE: str(number)})
-        code = launcher.run()
-        return Attempt(code, launcher.failure, launcher.interrupted)
-
-    return run_with_restarts(attempt, max_restarts, note)
+    launcher = LocalClusterLauncher(jobs, command, grace_period=grace_period,
+                                    max_restarts=max_restarts)
+    return launcher.run()
 
 
 def _options(parser: argparse.ArgumentParser) -> tuple[set[str], set[str]]:

@@ -7,14 +7,18 @@ line by line with a ``[worker:1] `` prefix.  The launcher
 
 * gives every task the same fresh secret (``DISTRIB_CLUSTER_SECRET``, kept if set)
   with which the tasks of a parameter-server cluster authenticate each other;
-* succeeds when every chief, worker and evaluator task has exited with status
-  0 (``ps`` tasks may serve forever: they are then stopped);
-* stops every other task as soon as one fails, and exits with that task's
-  status, naming it (``task worker:1 exited with status 3``);
+* follows the cluster manager's rules of :mod:`distrib.launch.policy` when a task
+  ends: in a synchronous cluster a failed chief or worker stops every task (or, with
+  ``--max-restarts``, restarts them all); under a ``ps`` job a lost worker is
+  restarted alone or left out while training goes on, and a lost chief or ``ps``
+  restarts or stops the whole cluster; an evaluator never stops training;
+* exits with the failed task's status, naming it (``task worker:1 exited with
+  status 3``), or, under a ``ps`` job, with the chief's; a summary at the end
+  gives each task's fate;
 * passes Ctrl-C / SIGTERM on to every task;
 * leaves no process behind: each task runs in its own process group, which is
   sent SIGTERM, then SIGKILL after a grace period, and dies with the launcher
-  (``PR_SET_PDEATHSIG``) if the launcher is killed.
+  (``PR_SET_PDEATHSIG``) if the launcher is killed (:mod:`distrib.cluster.supervisor`).
 
 Example:
     >>> parse_cluster_arg("chief=1,worker=2")
@@ -23,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import secrets
@@ -45,14 +48,21 @@ from distrib.cluster.env import (
     get,
 )
 from distrib.cluster.ports import free_ports
-from distrib.cluster.restarts import exit_reason
+from distrib.cluster.restarts import RESTART_COUNT_VARIABLE, Attempt, run_with_restarts
 from distrib.cluster.roles import TASK_TYPES, suggest, validate_cluster_wide
+from distrib.cluster.supervisor import (
+    exit_reason,
+    exit_status,
+    signal_process,
+    start_process,
+    stop_processes,
+)
 from distrib.errors import ConfigError, explain
+from distrib.launch.policy import ClusterRules
 
 __all__ = ["parse_cluster_arg", "local_cluster", "LocalClusterLauncher", "describe_status"]
 
 _EXAMPLE = "e.g. --cluster chief=1,worker=2"
-_MUST_SUCCEED = ("chief", "worker", "evaluator")
 
 
 def _item(item: str, jobs: dict[str, int]) -> tuple[str, int]:
@@ -125,51 +135,55 @@ def describe_status(code: int) -> str:
     return exit_reason(code)
 
 
-def _child_setup(parent: int) -> None:  # pragma: no cover - runs in the child before exec
-    os.setpgid(0, 0)
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the launcher
-    except OSError:
-        pass
-    if os.getppid() != parent:  # the launcher died before prctl took effect
-        os._exit(1)
-
 
 @dataclass
 class _Task:
     name: str
     job: str
+    index: int
     proc: subprocess.Popen[bytes]
     pumps: list[threading.Thread] = field(default_factory=list)
+    ended: bool = False
 
 
 class LocalClusterLauncher:
-    """Start, stream, supervise and stop the tasks of a local TF_CONFIG cluster.
+    """Start, stream, supervise, restart and stop the tasks of a local TF_CONFIG cluster.
 
     Args:
         jobs: ``{job: number of tasks}``, e.g. ``{"chief": 1, "worker": 2}``.
         command: the program every task runs (``[python, script, args...]``).
-        grace_period: seconds between SIGTERM and SIGKILL when stopping tasks.
+        grace_period: seconds between SIGTERM and SIGKILL when stopping tasks (and,
+            under a ``ps`` job, that the other tasks get to end by themselves once
+            the chief has ended).
+        extra_env: more environment variables for every task.
+        max_restarts: restarts allowed to each task alone and to the whole cluster
+            (see :mod:`distrib.launch.policy`).
 
     Example::
 
-        launcher = LocalClusterLauncher({"worker": 2}, [sys.executable, "train.py"])
-        status = launcher.run()      # 0 when every task succeeded
+        launcher = LocalClusterLauncher({"chief": 1, "worker": 2, "ps": 1},
+                                        [sys.executable, "train.py"], max_restarts=2)
+        status = launcher.run()      # the chief's status
     """
 
     def __init__(self, jobs: dict[str, int], command: list[str],
-                 grace_period: float = 10.0, extra_env: dict[str, str] | None = None) -> None:
+                 grace_period: float = 10.0, extra_env: dict[str, str] | None = None,
+                 max_restarts: int = 0) -> None:
+        self.jobs = dict(jobs)
         self.cluster = local_cluster(jobs)
         self.command = command
         self.grace_period = grace_period
         self.extra_env = dict(extra_env or {})
+        self.rules = ClusterRules(jobs, max_restarts)
         self.failure: str | None = None  # after run(): which task failed, and how
         self.interrupted = False  # after run(): stopped by Ctrl-C / SIGTERM
         # Every task of the cluster proves it belongs to it with this secret (the
         # parameter-server runtime authenticates its calls with it).
         self.secret = cluster_secret() or secrets.token_hex(32)
-        self.tasks: list[_Task] = []
+        self.tasks: list[_Task] = []          # every process started in this attempt
+        self.fates: dict[str, list[str]] = {}  # task -> what happened to it, in order
+        self.restarts: dict[str, int] = {}     # task -> restarts alone so far
+        self._attempt_number = 0
         self._signal: int | None = None
         self._lock = threading.Lock()
         self._out: IO[str] = sys.stdout
@@ -194,21 +208,19 @@ class LocalClusterLauncher:
         """Print a launcher message (``distrib run: ...``) on stderr."""
         self._write(self._err, f"distrib run: {message}\n".encode())
 
-    @staticmethod
-    def note_to_stderr(message: str) -> None:
-        """Print a launcher message when no launcher is running (between restarts)."""
-        sys.stderr.write(f"distrib run: {message}\n")
-        sys.stderr.flush()
-
     def _pump(self, stream: IO[bytes], prefix: bytes, sink: IO[str]) -> None:
         for line in iter(stream.readline, b""):
             self._write(sink, prefix + (line if line.endswith(b"\n") else line + b"\n"))
         stream.close()
 
+    def _fate(self, task: str, event: str) -> None:
+        self.fates.setdefault(task, []).append(event)
+
     # ------------------------------------------------------------- processes
-    def _env(self, job: str, index: int) -> dict[str, str]:
+    def _env(self, job: str, index: int, starts: int) -> dict[str, str]:
         tf_config = json.dumps({"cluster": self.cluster, "task": {"type": job, "index": index}})
-        extra = {"TF_CONFIG": tf_config, CLUSTER_SECRET: self.secret, **self.extra_env}
+        extra = {"TF_CONFIG": tf_config, CLUSTER_SECRET: self.secret, **self.extra_env,
+                 RESTART_COUNT_VARIABLE: str(starts)}
         if get("PYTHONUNBUFFERED") is None:
             extra["PYTHONUNBUFFERED"] = "1"
         if get("OMP_NUM_THREADS") is None:
@@ -217,49 +229,64 @@ class LocalClusterLauncher:
             extra["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // tasks))
         return child_environment(extra, remove=(*TORCHRUN_VARIABLES, *LOCAL_REPLICA_VARIABLES))
 
+    def _start_task(self, job: str, index: int) -> _Task:
+        name = f"{job}:{index}"
+        # DISTRIB_RESTART_COUNT: how often this task was started before (restarts of the
+        # whole cluster and of this task alone)
+        starts = self._attempt_number + self.restarts.get(name, 0)
+        proc = start_process(self.command, self._env(job, index, starts),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        task = _Task(name, job, index, proc)
+        self.tasks.append(task)
+        return task
+
+    def _stream(self, task: _Task) -> None:
+        prefix = f"[{task.name}] ".encode()
+        for stream, sink in ((task.proc.stdout, self._out), (task.proc.stderr, self._err)):
+            assert stream is not None
+            thread = threading.Thread(target=self._pump, args=(stream, prefix, sink),
+                                      daemon=True)
+            thread.start()
+            task.pumps.append(thread)
+
     def start(self) -> None:
         """Start every task (all processes first, then the output threads)."""
-        parent = os.getpid()
         for job, addresses in self.cluster.items():
             for index in range(len(addresses)):
                 if self._signal is not None:
                     break
-                proc = subprocess.Popen(
-                    self.command, env=self._env(job, index), stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    preexec_fn=lambda: _child_setup(parent))
-                self.tasks.append(_Task(f"{job}:{index}", job, proc))
+                self._start_task(job, index)
         for task in self.tasks:
-            prefix = f"[{task.name}] ".encode()
-            for stream, sink in ((task.proc.stdout, self._out), (task.proc.stderr, self._err)):
-                assert stream is not None
-                thread = threading.Thread(target=self._pump, args=(stream, prefix, sink),
-                                          daemon=True)
-                thread.start()
-                task.pumps.append(thread)
+            self._stream(task)
 
     def _signal_groups(self, sig: int) -> None:
         for task in self.tasks:
-            try:
-                os.killpg(task.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+            signal_process(task.proc, sig)
 
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        """Send ``sig`` to every task's process group; SIGKILL what is left after the grace period."""
-        self._signal_groups(sig)
-        deadline = time.monotonic() + self.grace_period
+    def stop(self, sig: int = signal.SIGTERM, patience: float = 0.0) -> None:
+        """Stop every task: ``patience`` s to end by itself, then ``sig``, SIGKILL after the grace period.
+
+        Signals go to each task's process group, so processes a task started stop too.
+        """
+        deadline = time.monotonic() + patience
         for task in self.tasks:
+            if task.ended:
+                continue
             try:
-                task.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                code = task.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                pass
-        self._signal_groups(signal.SIGKILL)  # also any process a task left in its group
-        for task in self.tasks:
-            task.proc.wait()
+                continue
+            task.ended = True
+            self._fate(task.name, exit_reason(code))
+        stop_processes([t.proc for t in self.tasks], sig, self.grace_period)
         for task in self.tasks:
             for thread in task.pumps:
                 thread.join(timeout=5)
+            if not task.ended:
+                task.ended = True
+                self._fate(task.name, "stopped by the launcher "
+                           f"({exit_reason(task.proc.returncode)})")
 
     # ------------------------------------------------------------ supervision
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -269,47 +296,102 @@ class LocalClusterLauncher:
         else:  # a second Ctrl-C: no more waiting
             self._signal_groups(signal.SIGKILL)
 
-    def _supervise(self) -> _Task | None:
-        """Wait until every task that must succeed has, or one fails; returns the failed one."""
+    def _ended(self, task: _Task, code: int, chief_done: bool) -> Attempt | None:
+        """Apply the rules to ``task``, which ended with ``code``; an Attempt ends the run."""
+        task.ended = True
+        reason = exit_reason(code)
+        if code == 0:
+            self._fate(task.name, reason)
+            return None
+        action = self.rules.on_failure(task.name, self.restarts.get(task.name, 0), chief_done)
+        if action == "restart task":
+            count = self.restarts[task.name] = self.restarts.get(task.name, 0) + 1
+            self._fate(task.name, f"{reason}; restarted alone ({count} of "
+                       f"{self.rules.max_restarts})")
+            new = self._start_task(task.job, task.index)
+            self._stream(new)
+            self.note(f"task {task.name} {reason}; restarting it alone (restart {count} of "
+                      f"{self.rules.max_restarts} for this task, pid {new.proc.pid}); the "
+                      "other tasks go on")
+            return None
+        if action == "go on":
+            self._fate(task.name, reason + ("" if chief_done else "; not restarted"))
+            if not chief_done:
+                why = "no restart left" if self.rules.max_restarts else "no --max-restarts"
+                self.note(f"task {task.name} {reason}; {why}: training goes on without it")
+            return None
+        self._fate(task.name, reason)
+        self.note(f"task {task.name} {describe_status(code)}; stopping the other tasks")
+        return Attempt(exit_status(code), f"task {task.name} {reason}")
+
+    def _supervise(self) -> Attempt:
+        """Watch the tasks until the job is over, fails, or a signal arrives."""
+        chief_done = False
+        codes: dict[str, int] = {}
         while self._signal is None:
-            running = False
-            for task in self.tasks:
-                code = task.proc.poll()
-                if code is not None and code != 0:
-                    return task
-                running |= code is None and task.job in _MUST_SUCCEED
-            if not running:
-                return None
+            ended = [(t, c) for t in list(self.tasks) if not t.ended
+                     and (c := t.proc.poll()) is not None]
+            # failures first: a task that failed before the chief ended counts as lost
+            # during training even when both are seen in one round
+            for task, code in sorted(ended, key=lambda tc: tc[1] == 0):
+                codes[task.name] = code
+                outcome = self._ended(task, code, chief_done)
+                if outcome is not None:
+                    return outcome
+                if code == 0 and task.name == self.rules.chief and self.rules.with_ps:
+                    chief_done = True
+            if not any(self.rules.must_finish(t.name) for t in self.tasks if not t.ended):
+                return Attempt(self.rules.success(codes))
             time.sleep(0.05)
-        return None
+        return Attempt(128 + self._signal, interrupted=True)
+
+    def _attempt(self, number: int) -> Attempt:
+        """One run of the whole cluster (``number`` > 0: a restart, on fresh ports)."""
+        self._attempt_number = number
+        if number:
+            self.cluster = local_cluster(self.jobs)
+            for job, addresses in self.cluster.items():
+                for i in range(len(addresses)):
+                    self._fate(f"{job}:{i}", f"restarted with the cluster (restart {number})")
+        self.tasks = []
+        self.note("starting " + ", ".join(f"{job}:{i} at {addr}" for job, addrs in
+                                           self.cluster.items()
+                                           for i, addr in enumerate(addrs)))
+        result = Attempt(1, "the launcher failed")
+        try:
+            self.start()
+            result = self._supervise()
+        finally:
+            # once the chief of a ps cluster has ended, the others got its Shutdown
+            over = self.rules.with_ps and result.code == 0 and result.reason is None
+            self.stop(self._signal or signal.SIGTERM,
+                      patience=self.grace_period if over else 0.0)
+        if result.interrupted:
+            self.interrupted = True
+        elif result.reason is not None:
+            self.failure = result.reason
+        return result
 
     def run(self) -> int:
         """Start the cluster and supervise it; returns the launcher's exit status."""
         handlers = {}
-        failed: _Task | None = None
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 handlers[sig] = signal.signal(sig, self._on_signal)
         try:
-            self.note("starting " + ", ".join(f"{job}:{i} at {addr}" for job, addrs in
-                                               self.cluster.items()
-                                               for i, addr in enumerate(addrs)))
-            self.start()
-            failed = self._supervise()
-            if failed is not None:
-                self.note(f"task {failed.name} {describe_status(failed.proc.returncode)}; "
-                          "stopping the other tasks")
+            code = run_with_restarts(self._attempt, self.rules.max_restarts, self.note)
         finally:
-            self.stop(self._signal or signal.SIGTERM)
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
         if self._signal is not None:
-            self.interrupted = True
             self.note(f"stopped every task on {signal.Signals(self._signal).name}")
-            return 128 + self._signal
-        if failed is not None:
-            code = failed.proc.returncode
-            self.failure = f"task {failed.name} {exit_reason(code)}"
-            self.note(f"task {failed.name} {describe_status(code)}")
-            return code if code > 0 else 128 - code
-        return 0
+        elif self.failure is not None and code != 0:
+            self.note(self.failure)
+        self._summary(code)
+        return code
+
+    def _summary(self, code: int) -> None:
+        lines = [f"  {job}:{i}: " + "; ".join(self.fates.get(f"{job}:{i}", ["not started"]))
+                 for job, addresses in self.cluster.items() for i in range(len(addresses))]
+        self.note(f"summary (exit status {code}):\n" + "\n".join(
+            f"distrib run: {line}" for line in lines))

@@ -19,6 +19,7 @@ import torch
 
 import distrib
 from distrib.errors import ContextError, InvalidTypeError, UsageError
+from tests.support import run_python
 from tests.training.golden import keras_optimizers as spec
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "golden" / "keras_optimizers.json")
@@ -166,3 +167,32 @@ def test_torch_calling_convention_builds_a_plain_optimizer() -> None:
     w = torch.nn.Parameter(torch.ones(2))
     opt = distrib.optimizers.AdamW([{"params": [w], "lr": 0.5}])
     assert isinstance(opt, torch.optim.AdamW) and opt.param_groups[0]["lr"] == 0.5
+
+
+PROGRAM = str(pathlib.Path(__file__).parent / "programs" / "keras_optimizer_program.py")
+
+
+def _run(mode: str, out: pathlib.Path, replicas: int) -> list[dict[str, Any]]:
+    proc = run_python([PROGRAM, mode, str(out)])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [torch.load(f"{out}.rank{r}", weights_only=True) for r in range(replicas)]
+
+
+@pytest.mark.slow
+def test_transforms_apply_to_the_reduced_gradient_as_one_process_on_the_global_batch(
+        tmp_path: pathlib.Path) -> None:
+    """global_clipnorm, weight decay, accumulation and EMA under MirroredStrategy and
+    CentralStorageStrategy end where one process on the global batch ends: clipping sees
+    the gradient summed over replicas (clipping each replica's part would not)."""
+    (oracle,) = _run("oracle", tmp_path / "oracle", 1)
+    (unclipped,) = _run("oracle_unclipped", tmp_path / "unclipped", 1)
+    assert oracle["iterations"] == 6 * 2 // 2  # 6 steps an epoch, one update in two
+    assert any((oracle["weights"][k] - unclipped["weights"][k]).abs().max() > 1e-3
+               for k in oracle["weights"])  # clipping acts on every update
+    for mode in ("mirrored", "central_storage"):
+        for got in _run(mode, tmp_path / mode, 2):
+            assert got["iterations"] == oracle["iterations"], mode
+            assert got["loss"] == pytest.approx(oracle["loss"], rel=1e-9), mode
+            for key, value in oracle["weights"].items():
+                diff = (got["weights"][key] - value).abs().max().item()
+                assert diff < 1e-9, f"{mode}: {key} differs by {diff}"

@@ -350,6 +350,9 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
         training.epoch_done(epoch)
         if model.stop_training:
             break
+    inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)
+    if hasattr(inner, "finalize_variable_values"):  # Keras: EMA weights replace the trained
+        inner.finalize_variable_values()
     cbs.on_train_end(logs=epoch_logs)
     return model.history
 

@@ -5,10 +5,10 @@ PHASE:
   save              ShardedStrategy over 2 CPU replicas: 4 Adam steps, distrib.Checkpoint
                     save, then 3 more steps; writes DIR/expected.pt (the state saved and the
                     parameters after the 3 steps)
-  sharded | model_parallel | mirrored | one
-                    restore DIR's checkpoint under ShardedStrategy (2), ModelParallel
-                    (batch=1 x model=2), MirroredStrategy (2) or one process without a
-                    strategy, check the restored state, take the same 3 steps; writes
+  sharded | sharded3 | model_parallel | mirrored | one
+                    restore DIR's checkpoint under ShardedStrategy (2 or 3 shards),
+                    ModelParallel (batch=1 x model=2), MirroredStrategy (2) or one process
+                    without a strategy, check the restored state, take the same 3 steps; writes
                     DIR/<PHASE>.json with the largest differences
 """
 
@@ -24,7 +24,7 @@ from torch import nn
 
 import distrib
 
-GLOBAL_BATCH = 8
+GLOBAL_BATCH = 12  # divisible by 1, 2 and 3 replicas
 
 
 def build() -> nn.Module:
@@ -41,6 +41,10 @@ def make(phase: str) -> tuple[distrib.Strategy, Any]:
     if phase in ("save", "sharded"):
         strategy = distrib.experimental.ShardedStrategy(devices=["cpu:0", "cpu:1"],
                                                         min_unit_params=1)
+        return strategy, strategy.scope
+    if phase == "sharded3":
+        strategy = distrib.experimental.ShardedStrategy(
+            devices=["cpu:0", "cpu:1", "cpu:2"], min_unit_params=1)
         return strategy, strategy.scope
     if phase == "model_parallel":
         from distrib import distribution

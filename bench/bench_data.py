@@ -16,13 +16,17 @@ Second part: TFRecord read throughput.  Two files of about ``--tfrecord-mb`` MB 
 (small records of 160 bytes, and large ones of 100 KB) are written with
 ``distrib.data.experimental.TFRecordWriter``, then read whole by
 ``distrib.data.TFRecordDataset`` and by ``tf.data.TFRecordDataset``, record by record
-and in batches of 1024; both check every record's checksums.  TensorFlow runs in a
-subprocess (``--tf-python``, by default /work/tfvenv/bin/python when it exists, else
-this interpreter) with as many intra- and inter-op threads as torch has here.
-Records/s and MB/s are the median of three reads after a warm-up read.
+and in batches of 1024; both check every record's checksums.  Both contenders run the
+same reading code in subprocesses, alternating for ``--rounds`` rounds, each pinned to
+the same CPUs (``--cpus``, by default all this process may use) with as many threads
+(torch's intra-op threads; TF's intra- and inter-op threads) as torch has here.
+TensorFlow's interpreter is ``--tf-python``, else /work/tfvenv/bin/python when it
+exists, else this interpreter when it imports tensorflow.  Records/s and MB/s are the
+median over all timed reads (three per round, after a warm-up read).
 
     python bench/bench_data.py [--epochs 3] [--json out.json] [--tfrecord-mb 48]
-                               [--tf-python PATH] [--skip-pipeline]
+                               [--tf-python PATH] [--skip-pipeline] [--rounds 3]
+                               [--cpus 0,1]
 
 Not a test: it measures, it asserts nothing.
 """
@@ -89,39 +93,82 @@ def bench_dataloader(x: np.ndarray, y: np.ndarray, epochs: int) -> list[float]:
     return rates(lambda: loader, epochs)
 
 
-def bench_tf(x: np.ndarray, y: np.ndarray, epochs: int) -> list[float] | None:
-    try:
-        import tensorflow as tf
-    except ImportError:
+TF_PIPELINE = """
+import json, os, sys, time
+import numpy as np
+threads, cpus, epochs, rows, batch = (int(sys.argv[1]), sys.argv[2], int(sys.argv[3]),
+                                      int(sys.argv[4]), int(sys.argv[5]))
+if cpus and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(threads)
+tf.config.threading.set_inter_op_parallelism_threads(threads)
+rng = np.random.default_rng(0)
+x = rng.random((rows, 28, 28), dtype=np.float32)
+y = rng.integers(0, 10, rows, dtype=np.int64)
+ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(rows).batch(batch)
+      .prefetch(tf.data.AUTOTUNE))
+out = []
+for e in range(epochs + 1):
+    start = time.perf_counter()
+    n = sum(1 for _ in ds)
+    if e:
+        out.append(n / (time.perf_counter() - start))
+print(json.dumps(out))
+"""
+
+
+def bench_tf(epochs: int, python: str | None, cpus: str) -> list[float] | None:
+    """tf.data's batches/s per epoch, in a subprocess pinned like this one (same data)."""
+    if python is None:
         return None
-    ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(ROWS).batch(BATCH)
-          .prefetch(tf.data.AUTOTUNE))
-    return rates(lambda: ds, epochs)
+    threads = torch.get_num_threads()
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([python, "-c", TF_PIPELINE, str(threads), cpus, str(epochs),
+                           str(ROWS), str(BATCH)], env=env, capture_output=True, text=True,
+                          timeout=1800)
+    if proc.returncode != 0:
+        print(f"tf.data pipeline failed: {proc.stderr[-500:]}")
+        return None
+    result: list[float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 TFRECORD_SHAPES = {"small records (160 B)": 160, "large records (100 KB)": 100_000}
 READ_MODES = ("per record", "batch(1024)")
 
-TF_READER = """
-import json, statistics, sys, time
-import tensorflow as tf
-threads = int(sys.argv[1])
-tf.config.threading.set_intra_op_parallelism_threads(threads)
-tf.config.threading.set_inter_op_parallelism_threads(threads)
+# One contender's reads, run in a fresh interpreter: argv = contender, threads, cpus, reps,
+# paths.  Both contenders run this same code (only the dataset class differs), pinned to
+# the same CPUs with the same thread counts; the pin is set before the library is
+# imported, so every thread it starts inherits it.
+READER = """
+import json, os, sys, time
+threads, cpus, reps = int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+if cpus and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+if sys.argv[1] == "tf.data":
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    make = tf.data.TFRecordDataset
+else:
+    import torch
+    torch.set_num_threads(threads)
+    from distrib.data import TFRecordDataset as make
 out = {}
-for path in sys.argv[2:]:
+for path in sys.argv[5:]:
     for mode in ("per record", "batch(1024)"):
-        ds = tf.data.TFRecordDataset(path)
+        ds = make(path)
         if mode != "per record":
             ds = ds.batch(1024)
         times = []
-        for rep in range(4):
+        for rep in range(reps + 1):
             start = time.perf_counter()
             for _ in ds:
                 pass
             if rep:
                 times.append(time.perf_counter() - start)
-        out[path + "|" + mode] = statistics.median(times)
+        out[path + "|" + mode] = times
 print(json.dumps(out))
 """
 
@@ -143,26 +190,8 @@ def write_tfrecords(root: str, megabytes: float) -> dict[str, tuple[str, int, in
     return files
 
 
-def time_distrib_reads(path: str) -> dict[str, float]:
-    from distrib.data import TFRecordDataset
-
-    out = {}
-    for mode in READ_MODES:
-        ds = TFRecordDataset(path)
-        if mode != "per record":
-            ds = ds.batch(1024)
-        times = []
-        for rep in range(4):
-            start = time.perf_counter()
-            for _ in ds:
-                pass
-            if rep:
-                times.append(time.perf_counter() - start)
-        out[mode] = statistics.median(times)
-    return out
-
-
 def find_tf_python(given: str | None) -> str | None:
+    """An interpreter that imports tensorflow: ``given``, /work/tfvenv's, or this one."""
     if given:
         return given
     if os.path.exists("/work/tfvenv/bin/python"):
@@ -174,37 +203,64 @@ def find_tf_python(given: str | None) -> str | None:
     return sys.executable
 
 
-def time_tf_reads(python: str | None, paths: list[str]) -> dict[str, float] | None:
-    if python is None:
-        return None
-    threads = torch.get_num_threads()
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([python, "-c", TF_READER, str(threads), *paths], env=env,
-                          capture_output=True, text=True, timeout=1800)
+def time_reads(contender: str, python: str, paths: list[str], threads: int, cpus: str,
+               reps: int) -> dict[str, list[float]] | None:
+    """Seconds of each timed read of every file and mode, by one contender in a subprocess."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([python, "-c", READER, contender, str(threads), cpus, str(reps),
+                           *paths], env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
-        print(f"tf.data TFRecord reads failed: {proc.stderr[-500:]}")
+        print(f"{contender} TFRecord reads failed: {proc.stderr[-500:]}")
         return None
-    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, list[float]] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
 
-def bench_tfrecord(megabytes: float, tf_python: str | None) -> dict[str, dict[str, float]]:
-    """Records/s and MB/s of distrib's and TF's TFRecordDataset; prints a table."""
+def _all_cpus() -> str:
+    if not hasattr(os, "sched_getaffinity"):
+        return ""
+    return ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+
+
+def bench_tfrecord(megabytes: float, tf_python: str | None, rounds: int = 3,
+                   cpus: str | None = None) -> dict[str, dict[str, float]]:
+    """Records/s and MB/s of distrib's and TF's TFRecordDataset; prints a table.
+
+    The contenders alternate, ``rounds`` subprocesses each (three timed reads of
+    every file and mode after a warm-up read), pinned to the same CPUs with the
+    same threads; the median of each contender's timed reads is reported.
+    """
+    threads = torch.get_num_threads()
+    cpus = _all_cpus() if cpus is None else cpus
+    tf_python = find_tf_python(tf_python)
+    if tf_python is None:
+        print("tensorflow not installed: tf.data TFRecord reads not measured")
     summary: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as root:
         files = write_tfrecords(root, megabytes)
-        tf_times = time_tf_reads(find_tf_python(tf_python), [p for p, _, _ in files.values()])
-        print(f"\nTFRecord reads, {torch.get_num_threads()} threads "
-              f"(TF: {'not measured' if tf_times is None else 'subprocess'})")
+        paths = [p for p, _, _ in files.values()]
+        times: dict[str, dict[str, list[float]]] = {"tf.data": {}, "distrib.data": {}}
+        for _ in range(rounds):
+            for name, python in (("tf.data", tf_python), ("distrib.data", sys.executable)):
+                got = None if python is None else time_reads(name, python, paths, threads,
+                                                             cpus, 3)
+                for key, values in (got or {}).items():
+                    times[name].setdefault(key, []).extend(values)
+        print(f"\nTFRecord reads, {threads} threads, pinned to CPUs {cpus or 'any'}, "
+              f"{rounds} alternating rounds")
         print(f"{'file':<24} {'read':<12} {'contender':<14} {'records/s':>11} {'MB/s':>8} "
               f"{'vs tf.data':>11}")
         for label, (path, count, payload) in files.items():
-            mine = time_distrib_reads(path)
             for mode in READ_MODES:
-                theirs = None if tf_times is None else tf_times[f"{path}|{mode}"]
-                for name, secs in (("tf.data", theirs), ("distrib.data", mine[mode])):
-                    if secs is None:
+                key = f"{path}|{mode}"
+                theirs = statistics.median(times["tf.data"][key]) \
+                    if key in times["tf.data"] else None
+                for name in ("tf.data", "distrib.data"):
+                    if key not in times[name]:
                         continue
+                    secs = statistics.median(times[name][key])
                     ratio = f"{theirs / secs:.2f}x" if theirs else "-"
                     print(f"{label:<24} {mode:<12} {name:<14} {count / secs:>11.0f} "
                           f"{payload / secs / 1e6:>8.1f} {ratio:>11}")
@@ -223,21 +279,31 @@ def main() -> None:
                         help="a Python interpreter with tensorflow, for the TFRecord part")
     parser.add_argument("--skip-pipeline", action="store_true",
                         help="only the TFRecord part")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating subprocess rounds per TFRecord contender")
+    parser.add_argument("--cpus", default=None,
+                        help="CPUs both TFRecord contenders are pinned to, e.g. 0,1 "
+                             "(default: all this process may use)")
     args = parser.parse_args()
     summary: dict[str, Any] = {}
+    cpus = _all_cpus() if args.cpus is None else args.cpus
+    if cpus and hasattr(os, "sched_setaffinity"):     # distrib's side, pinned as TF's
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     if not args.skip_pipeline:
-        summary.update(bench_pipeline(args.epochs))
+        summary.update(bench_pipeline(args.epochs, args.tf_python, cpus))
     if args.tfrecord_mb > 0:
-        summary.update(bench_tfrecord(args.tfrecord_mb, args.tf_python))
+        summary.update(bench_tfrecord(args.tfrecord_mb, args.tf_python, args.rounds,
+                                     args.cpus))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)
 
 
-def bench_pipeline(epochs: int) -> dict[str, Any]:
+def bench_pipeline(epochs: int, tf_python: str | None, cpus: str) -> dict[str, Any]:
     """The shuffle/batch/prefetch pipeline against tf.data; prints a table."""
     x, y = make_data()
-    results: dict[str, list[float] | None] = {"tf.data": bench_tf(x, y, epochs)}
+    results: dict[str, list[float] | None] = {
+        "tf.data": bench_tf(epochs, find_tf_python(tf_python), cpus)}
     if results["tf.data"] is None:
         print("tensorflow not installed: tf.data not measured")
     results["distrib.data"] = bench_distrib(x, y, epochs)

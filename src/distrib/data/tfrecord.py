@@ -84,6 +84,11 @@ class _Inflating:
                 self._z = zlib.decompressobj(self._wbits)
         return bytes(out)
 
+    def readinto(self, target: memoryview) -> int:
+        data = self.read(len(target))
+        target[:len(data)] = data
+        return len(data)
+
     def close(self) -> None:
         self._raw.close()
 
@@ -105,7 +110,7 @@ def _loss(path: str, what: str, offset: int, compression: str) -> DataError:
     return DataError(explain("TFRecord file", path, f"{what} record at {offset}", fix))
 
 
-def _check_block(buf: bytes, base: int, offsets: list[int], lengths: list[int],
+def _check_block(buf: bytes | bytearray, base: int, offsets: list[int], lengths: list[int],
                  records: list[bytes]) -> tuple[int, int] | None:
     """``(index, offset)`` of the first record of ``offsets`` whose checksums fail, else None.
 
@@ -133,9 +138,9 @@ def _check_block(buf: bytes, base: int, offsets: list[int], lengths: list[int],
     return i, base + offsets[i] + (_HEADER if len_ok[i] else 0)
 
 
-def _header_ok(buf: bytes, pos: int) -> bool:
+def _header_ok(buf: bytes | bytearray, pos: int) -> bool:
     (stored,) = struct.unpack_from("<I", buf, pos + 8)
-    return bool(_crc32c.mask(_crc32c.crc32c(buf[pos:pos + 8])) == stored)
+    return bool(_crc32c.mask(_crc32c.crc32c(bytes(buf[pos:pos + 8]))) == stored)
 
 
 def read_records(path: str, compression_type: str | None = None,
@@ -161,14 +166,25 @@ def read_records(path: str, compression_type: str | None = None,
         stream.close()
 
 
+def _fill(stream: Any, view: memoryview, size: int) -> tuple[int, bool]:
+    """Read into ``view[size:]`` until it is full or the stream ends: ``(size, eof)``."""
+    while size < len(view):
+        got = stream.readinto(view[size:])
+        if not got:
+            return size, True
+        size += got
+    return size, False
+
+
 def _records(stream: Any, path: str, compression: str) -> Iterator[bytes]:
-    buf = b""
+    buf = bytearray(_BLOCK)
+    size = 0        # bytes of buf holding data
     base = 0        # file offset of buf[0]
-    eof = False
     unpack = _LENGTH.unpack_from
     while True:
+        view = memoryview(buf)
+        size, eof = _fill(stream, view, size)
         pos, offsets, lengths = 0, [], []
-        size = len(buf)
         while size - pos >= _HEADER:
             (length,) = unpack(buf, pos)
             end = pos + _HEADER + length + _FOOTER
@@ -177,30 +193,40 @@ def _records(stream: Any, path: str, compression: str) -> Iterator[bytes]:
             offsets.append(pos)
             lengths.append(length)
             pos = end
-        out = [buf[s + _HEADER:s + _HEADER + n] for s, n in zip(offsets, lengths)]
+        if len(offsets) * _SMALL_RECORD > pos:      # many small records: one copy, then slices
+            data = bytes(view[:pos])
+            out = [data[s + _HEADER:s + _HEADER + n] for s, n in zip(offsets, lengths)]
+            del data
+        else:                                       # large records: each copied once
+            out = [bytes(view[s + _HEADER:s + _HEADER + n]) for s, n in zip(offsets, lengths)]
         failed = _check_block(buf, base, offsets, lengths, out)
         if failed is not None:
             yield from out[:failed[0]]
             raise _loss(path, "corrupted", failed[1], compression)
         yield from out
         del out
-        need = _BLOCK
+        need = 0
         if size - pos >= _HEADER:
             if not _header_ok(buf, pos):
                 raise _loss(path, "corrupted", base + pos, compression)
             (length,) = unpack(buf, pos)
-            need = max(need, _HEADER + length + _FOOTER - (size - pos))
+            need = _HEADER + length + _FOOTER
         if eof:
             if pos < size:
                 raise _loss(path, "truncated", base + pos, compression)
             return
+        rest = bytes(view[pos:size])                # the start of the next record
+        view.release()
+        if need > len(buf):
+            buf = bytearray(need)
+        elif len(buf) > _BLOCK and need <= _BLOCK:
+            buf = bytearray(_BLOCK)
+        buf[:len(rest)] = rest
         base += pos
-        chunk = stream.read(need)
-        if len(chunk) < need:
-            eof = True
-        buf = buf[pos:] + chunk if pos < size else chunk
+        size = len(rest)
 
 
+_SMALL_RECORD = 4096    # below this mean size, a block is copied whole and then sliced
 _LENGTH = struct.Struct("<Q")
 
 

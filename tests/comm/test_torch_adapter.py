@@ -51,7 +51,8 @@ def test_replicate_broadcasts_and_the_comm_hook_sums_gradients() -> None:
     out = [json.loads(done[f"rank {r}"][1].strip().splitlines()[-1]) for r in range(2)]
     assert out[0]["start"] == out[1]["start"]           # rank 0's parameters everywhere
     assert out[0]["class"] == "DDPLinear" and out[0]["hook_calls"] >= 1
-    assert all(o["reduced"] and not o["others_reduced"] for o in out)
+    assert all(o["reduced"] and not o["others_reduced"] and not o["reduced_before"]
+               and o["buckets"] == o["hook_calls"] for o in out)
     # Oracle: one process, both rows, loss summed over rows: the SUM of the ranks'
     # gradients (DDP's own hook would average them).
     w = torch.tensor(out[0]["start"][0], dtype=torch.float64, requires_grad=True)

@@ -3,7 +3,8 @@
 TensorFlow checks the finiteness of the all-reduced gradients, on which every replica
 agrees ("Each replica computed the same `is_finite` value, since `grads` is all-reduced
 across replicas", tf_keras LossScaleOptimizer).  distrib does the same where DDP sums the
-gradients, and sums the found-inf flags itself where it does not.
+gradients during ``backward``, and sums the found-inf flags itself where the gradients are
+still local (``torch.autograd.grad``: they are summed at the optimizer's step).
 """
 
 from __future__ import annotations
@@ -50,10 +51,11 @@ def test_replicated_gradients_agree_with_no_collective_or_host_read_added(
 
 @pytest.mark.slow
 def test_local_gradients_agree_through_one_flag_all_reduce(tmp_path: Path) -> None:
-    results = _run("unreplicated", tmp_path)
+    results = _run("local", tmp_path)
     _check_inf_on_one_replica_skips_on_both(results)
+    assert results[0]["weights"] == results[1]["weights"]
     for r in results:
         steps = r["per_step"]
-        assert steps["plain"] == {}  # nothing is communicated for local gradients...
-        # ...but the found-inf flag is: one all-reduce, and no host read.
-        assert steps["scaled"] == steps["scaled_inf"] == {"collective": 1}
+        assert steps["plain"] == {"collective": 1}  # the gradients, summed at the step...
+        # ...and, with loss scaling, the found-inf flag first: no host read either way.
+        assert steps["scaled"] == steps["scaled_inf"] == {"collective": 2}

@@ -19,9 +19,11 @@ moved and which torch versions are known to work (:data:`CHECKED_ON`):
   adjusts them without a host synchronisation (:func:`grad_scaler_tensors`,
   :func:`grad_scaler_found_inf`).
 
-It also records which parameters :func:`replicate` handed to a DDP reducer
-(:func:`gradients_all_reduced`): after ``backward`` their gradients are the same on every
-rank, so a check of their finiteness needs no extra collective.
+It also records which parameters :func:`replicate` handed to a DDP reducer, each with the
+:class:`ReductionState` of its reducer, which the communication hook marks when the
+reducer sums a bucket (:func:`reduction_of`, :func:`gradients_all_reduced`): right after
+``backward`` their gradients are the same on every rank, so a check of their finiteness
+needs no extra collective, and an optimizer step need not sum them again.
 
 ``tests/comm/test_torch_adapter.py`` checks every entry on the running torch; ``make test``
 runs it on the floor (``requirements-floor.txt``), the pinned and the newest torch.
@@ -47,8 +49,9 @@ from torch import nn
 from distrib.errors import DistribError, explain
 
 __all__ = ["CHECKED_ON", "TorchAPIError", "check", "replicate", "register_comm_hook",
-           "gradients_all_reduced", "grad_scaler_tensors", "grad_scaler_found_inf",
-           "replace_reducer", "calls_forward_directly"]
+           "ReductionState", "reduction_of", "reducers_version", "gradients_all_reduced",
+           "grad_scaler_tensors", "grad_scaler_found_inf", "replace_reducer",
+           "calls_forward_directly"]
 
 #: torch releases on which every entry of this module was checked (by its test).
 CHECKED_ON: tuple[str, ...] = ("2.9.0", "2.13.0", "2.14.1")
@@ -73,8 +76,34 @@ def _global_hook_tables() -> tuple[dict[Any, Any], ...] | None:
 
 _GLOBAL_HOOKS = _global_hook_tables()
 
-# id(parameter) -> weak reference, for every trainable parameter replicate() gave to DDP.
-_ALL_REDUCED: dict[int, weakref.ref[torch.Tensor]] = {}
+
+
+class ReductionState:
+    """What one replicated module's DDP reducer did to the gradients it sums.
+
+    ``reduced`` is set when the reducer sums a bucket during ``backward`` (by the hook
+    :func:`register_comm_hook` installs): the module's gradients are then the sums over
+    the ranks. Whoever makes them local again (a new forward pass that will add to
+    them) clears it. ``buckets`` counts the buckets summed so far: a step that saw it
+    unchanged knows no ``backward`` summed anything since.
+
+    Example:
+        >>> state = ReductionState()
+        >>> state.reduced, state.buckets
+        (False, 0)
+    """
+
+    __slots__ = ("reduced", "buckets")
+
+    def __init__(self) -> None:
+        self.reduced = False
+        self.buckets = 0
+
+
+# id(parameter) -> (weak reference, its reducer's state), for every trainable parameter
+# replicate() or replace_reducer() gave to a DDP reducer.
+_ALL_REDUCED: dict[int, tuple[weakref.ref[torch.Tensor], ReductionState]] = {}
+_VERSION = [0]  # bumped whenever _ALL_REDUCED changes
 
 CommHook = Callable[[Any, dist.GradBucket], "torch.futures.Future[torch.Tensor]"]
 
@@ -179,18 +208,21 @@ def _check_grad_scaler() -> None:
 
 
 def replicate(module: nn.Module, group: Any, *, device_id: torch.device | None = None,
-              bucket_cap_mb: float | None = None) -> nn.parallel.DistributedDataParallel:
+              bucket_cap_mb: float | None = None, reduction: ReductionState | None = None
+              ) -> nn.parallel.DistributedDataParallel:
     """Replicate ``module`` in place over ``group`` and return the DDP instance behind it.
 
     Parameters and buffers are broadcast from the group's first rank before this returns
     (a collective: every rank of ``group`` calls it); from then on each backward pass
     all-reduces the gradients in buckets. The module keeps its class interface,
-    ``forward`` and ``state_dict`` keys.
+    ``forward`` and ``state_dict`` keys. Its trainable parameters are recorded with
+    ``reduction`` (pass the same state to :func:`register_comm_hook`).
 
     Example (on every rank of an initialised process group)::
 
-        ddp = torch_adapter.replicate(net, group)
-        torch_adapter.register_comm_hook(ddp, group, my_hook)
+        state = torch_adapter.ReductionState()
+        ddp = torch_adapter.replicate(net, group, reduction=state)
+        torch_adapter.register_comm_hook(ddp, group, my_hook, reduction=state)
     """
     replicate_fn = _private(_REPLICATE)
     kwargs: dict[str, Any] = {"process_group": group}
@@ -209,41 +241,77 @@ def replicate(module: nn.Module, group: Any, *, device_id: torch.device | None =
     if not isinstance(ddp, nn.parallel.DistributedDataParallel):
         raise _moved(".".join(_REPLICATE) + ".state(module)._ddp",
                      f"is a {type(ddp).__name__}, not a DistributedDataParallel")
-    for p in trainable:
-        _ALL_REDUCED[id(p)] = weakref.ref(p, _forgetter(id(p)))
+    _record(trainable, (), reduction if reduction is not None else ReductionState())
     return ddp
 
 
+def _record(reduced: Iterable[torch.Tensor], dropped: Iterable[torch.Tensor],
+            reduction: ReductionState) -> None:
+    for p in dropped:
+        entry = _ALL_REDUCED.get(id(p))
+        if entry is not None and entry[0]() is p:
+            del _ALL_REDUCED[id(p)]
+    for p in reduced:
+        _ALL_REDUCED[id(p)] = (weakref.ref(p, _forgetter(id(p))), reduction)
+    _VERSION[0] += 1
+
+
 def _forgetter(key: int) -> Callable[[weakref.ref[torch.Tensor]], None]:
-    def forget(_: weakref.ref[torch.Tensor]) -> None:
-        _ALL_REDUCED.pop(key, None)
+    def forget(ref: weakref.ref[torch.Tensor]) -> None:
+        entry = _ALL_REDUCED.get(key)
+        if entry is not None and entry[0] is ref:
+            del _ALL_REDUCED[key]
     return forget
 
 
-def gradients_all_reduced(params: Iterable[torch.Tensor]) -> bool:
-    """Whether :func:`replicate` gave every one of ``params`` to a DDP reducer.
+def reduction_of(param: torch.Tensor) -> ReductionState | None:
+    """The :class:`ReductionState` of the DDP reducer that sums ``param``'s gradient, or None.
 
-    Those parameters' gradients are all-reduced during ``backward``, so after it every
-    rank holds the same values (and the same infs and NaNs). Parameters that did not
-    require gradients when their module was replicated are not covered.
+    Example:
+        >>> reduction_of(torch.nn.Parameter(torch.ones(1))) is None
+        True
+    """
+    entry = _ALL_REDUCED.get(id(param))
+    return entry[1] if entry is not None and entry[0]() is param else None
+
+
+def reducers_version() -> int:
+    """A number that changes whenever a parameter is given to, or taken from, a reducer.
+
+    Example:
+        >>> isinstance(reducers_version(), int)
+        True
+    """
+    return _VERSION[0]
+
+
+def gradients_all_reduced(params: Iterable[torch.Tensor]) -> bool:
+    """Whether every one of ``params`` has a gradient its DDP reducer summed, and which
+    nothing made local again since (:class:`ReductionState`).
+
+    Right after ``backward`` those gradients are the same on every rank (with the same
+    infs and NaNs). Parameters that did not require gradients when their module was
+    replicated are not covered, nor gradients that no ``backward`` summed (from
+    ``torch.autograd.grad``, or set by hand).
 
     Example:
         >>> gradients_all_reduced([torch.nn.Parameter(torch.ones(1))])
         False
     """
     for p in params:
-        ref = _ALL_REDUCED.get(id(p))
-        if ref is None or ref() is not p:
+        entry = _ALL_REDUCED.get(id(p))
+        if entry is None or entry[0]() is not p or not entry[1].reduced:
             return False
     return True
 
 
 def register_comm_hook(ddp: nn.parallel.DistributedDataParallel, state: Any,
-                       hook: CommHook) -> None:
+                       hook: CommHook, reduction: ReductionState | None = None) -> None:
     """Make ``hook(state, bucket)`` reduce every gradient bucket of ``ddp``.
 
     ``hook`` returns a future of the bucket's reduced flat tensor, as in
-    ``DistributedDataParallel.register_comm_hook``.
+    ``DistributedDataParallel.register_comm_hook``. ``reduction``, if given, is marked
+    at every bucket (see :class:`ReductionState`).
 
     Example::
 
@@ -254,6 +322,9 @@ def register_comm_hook(ddp: nn.parallel.DistributedDataParallel, state: Any,
         torch_adapter.register_comm_hook(ddp, group, sum_hook)
     """
     def comm_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        if reduction is not None:
+            reduction.reduced = True
+            reduction.buckets += 1
         return hook(state, bucket)
 
     # DDP inspects the hook's annotations at run time and wants real classes there, not
@@ -265,13 +336,15 @@ def register_comm_hook(ddp: nn.parallel.DistributedDataParallel, state: Any,
 
 def replace_reducer(module: nn.Module, params: list[nn.Parameter],
                     make_ddp: Callable[[nn.ParameterList],
-                                       nn.parallel.DistributedDataParallel] | None) -> None:
+                                       nn.parallel.DistributedDataParallel] | None,
+                    reduction: ReductionState | None = None) -> None:
     """Give ``module`` (replicated by :func:`replicate`) a new gradient reducer.
 
     The old reducer's autograd hooks are removed; ``make_ddp`` builds the new
     ``DistributedDataParallel`` over ``params`` (a collective: every rank calls this with
     the same parameters). With ``make_ddp=None`` nothing is reduced any more: forward
-    passes stop preparing a reduction (nothing trains).
+    passes stop preparing a reduction (nothing trains). The trainable ``params`` are
+    recorded with ``reduction``, the others forgotten.
 
     Example (on every rank, after some layers were unfrozen)::
 
@@ -280,6 +353,9 @@ def replace_reducer(module: nn.Module, params: list[nn.Parameter],
     """
     replicate_fn = _private(_REPLICATE)
     state = replicate_fn.state(module)
+    reduced = [p for p in params if p.requires_grad] if make_ddp is not None else []
+    _record(reduced, [p for p in params if not (p.requires_grad and make_ddp is not None)],
+            reduction if reduction is not None else ReductionState())
     try:
         state._ddp._remove_autograd_hooks()
         if len(params) != len(state._param_list) or any(
@@ -295,9 +371,6 @@ def replace_reducer(module: nn.Module, params: list[nn.Parameter],
         state._no_sync = False
     except AttributeError as e:
         raise _moved(".".join(_REPLICATE) + ".state(module)", f"changed ({e})") from e
-    for p in params:
-        if p.requires_grad:
-            _ALL_REDUCED[id(p)] = weakref.ref(p, _forgetter(id(p)))
 
 
 def grad_scaler_tensors(scaler: torch.amp.GradScaler

@@ -16,6 +16,14 @@ then the reducer is rebuilt for the new set (which broadcasts the parameters
 from the chief again).  A replica that froze or unfroze something the others did
 not raises an error on every replica instead of drifting apart.
 
+Gradients summed by ``backward`` are marked as such (the reducer's
+:class:`~distrib.comm.torch_adapter.ReductionState`), so that an optimizer step does
+not sum them again (``_gradient_sync``).  A forward pass that starts while they are
+still held — a second micro-batch that will add its gradients to them — first makes
+them local shares again: the chief keeps the sums, the other replicas zero theirs, so
+that whatever is added next and summed (by the next ``backward`` or at the step) is
+counted once.
+
 A module class can opt out of being a root — its children are replicated
 instead — by setting ``_distrib_transparent = True`` (wrappers that call their
 children directly).
@@ -33,10 +41,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from distrib.comm import collectives, torch_adapter
@@ -44,7 +54,29 @@ from distrib.errors import UsageError, explain
 from distrib.strategies._scope_tracker import Gather, untracked
 
 __all__ = ["mark_replicated", "replicate_module", "is_replicated",
-           "replicated_parameters"]
+           "replicated_parameters", "keeps_in_sync"]
+
+# id(parameter) -> weak reference, for every parameter of a module replicate_module set up
+# over a group (its value is the chief's; its gradient is summed by backward or at a step).
+_IN_SYNC: dict[int, weakref.ref[torch.Tensor]] = {}
+
+
+def _note_in_sync(params: list[nn.Parameter]) -> None:
+    for p in params:
+        key = id(p)
+        _IN_SYNC[key] = weakref.ref(p, functools.partial(_forget, key))
+
+
+def _forget(key: int, ref: weakref.ref[torch.Tensor]) -> None:
+    if _IN_SYNC.get(key) is ref:
+        del _IN_SYNC[key]
+
+
+def keeps_in_sync(param: torch.Tensor) -> bool:
+    """Whether ``param`` belongs to a module :func:`replicate_module` set up over a group
+    (its value is the chief's, and its gradients are summed over the group)."""
+    ref = _IN_SYNC.get(id(param))
+    return ref is not None and ref() is param
 
 
 def _forward_frame(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -58,8 +90,10 @@ def _forward_frame(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> An
 
 
 def mark_replicated(module: nn.Module) -> None:
-    """Record that a strategy has set ``module`` up (``fit`` checks every trainable parameter is)."""
+    """Record that a strategy has set ``module`` up: its parameters are kept in sync
+    (:func:`keeps_in_sync`; ``fit`` checks every trainable parameter is)."""
     object.__setattr__(module, "_distrib_replicated", True)
+    _note_in_sync(list(module.parameters()))
 
 def is_replicated(module: nn.Module) -> bool:
     """Whether a strategy replicated ``module`` (its gradients are summed across replicas)."""
@@ -82,19 +116,39 @@ class _Reducer:
     """
 
     def __init__(self, module: nn.Module, group: Any, ddp_kwargs: dict[str, Any],
-                 all_gather: Gather | None, guard: Callable[[str], Any]) -> None:
+                 all_gather: Gather | None, guard: Callable[[str], Any],
+                 reduction: torch_adapter.ReductionState) -> None:
         self.group = group
         self.ddp_kwargs = ddp_kwargs
         self.all_gather = all_gather
         self.guard = guard
+        self.reduction = reduction
+        self.chief = dist.get_rank(group) == 0
         self.params: list[nn.Parameter] = list(module.parameters())
         self.flags = tuple(p.requires_grad for p in self.params)
+        _note_in_sync(self.params)
 
     def pre_forward(self, module: nn.Module, args: Any) -> None:
         flags = tuple(p.requires_grad for p in self.params)
         if flags != self.flags:
             _agree_on_trainable(self.all_gather, self.params, flags, self.guard)
             self.rebuild(module, self.params, flags)
+        if self.reduction.reduced and torch.is_grad_enabled():
+            self.share()
+
+    def share(self) -> None:
+        """Make the summed gradients local shares again (the chief keeps the sums).
+
+        A forward pass that starts while ``backward``'s sums are held may add to them
+        (gradient accumulation); summing the total again would count the held part once
+        per replica.  No collective: the shares add up to the sums held.
+        """
+        self.reduction.reduced = False
+        if not self.chief:
+            with torch.no_grad():
+                for p in self.params:
+                    if p.grad is not None:
+                        p.grad.zero_()
 
     def refresh(self, module: nn.Module) -> None:
         """At a point every replica reaches (compile, fit): check that all of them train
@@ -112,16 +166,19 @@ class _Reducer:
                 flags: tuple[bool, ...]) -> None:
         """Rebuild DDP's reducer for ``params`` with ``flags`` (every replica agreed)."""
         self.params, self.flags = params, flags
+        _note_in_sync(params)
 
         def make_ddp(plist: nn.ParameterList) -> nn.parallel.DistributedDataParallel:
             with self.guard("rebuilding the gradient reducer for a changed set of "
                             "trainable parameters"), _grad_strides_quiet(), untracked():
                 ddp = nn.parallel.DistributedDataParallel(plist, **self.ddp_kwargs)
-            torch_adapter.register_comm_hook(ddp, self.group, collectives.sum_gradient_bucket)
+            torch_adapter.register_comm_hook(ddp, self.group, collectives.sum_gradient_bucket,
+                                             self.reduction)
             return ddp
 
         # Nothing trains: forward passes no longer prepare a reduction.
-        torch_adapter.replace_reducer(module, params, make_ddp if any(flags) else None)
+        torch_adapter.replace_reducer(module, params, make_ddp if any(flags) else None,
+                                      self.reduction)
 
 
 def _flags_hash(params: list[nn.Parameter], flags: tuple[bool, ...]) -> int:
@@ -187,19 +244,20 @@ def replicate_module(module: nn.Module, device: torch.device, group: Any,
     # bucket's (harmless: DDP copies them); the warning would print on every replica.
     warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
     flags = tuple(p.requires_grad for p in params)
+    reduction = torch_adapter.ReductionState()
     try:
         if not any(flags):  # DDP needs one trainable parameter; the broadcast covers all
             for p in params:
                 p.requires_grad_(True)
         with guard("broadcasting the initial parameters from the chief"), untracked():
             ddp = torch_adapter.replicate(module, group, device_id=device_id,
-                                          bucket_cap_mb=bucket_cap_mb)
+                                          bucket_cap_mb=bucket_cap_mb, reduction=reduction)
     finally:
         for p, flag in zip(params, flags):
             p.requires_grad_(flag)
     # SUM, not DDP's mean (TF's contract): all-reduce each bucket without dividing.
-    torch_adapter.register_comm_hook(ddp, group, collectives.sum_gradient_bucket)
-    reducer = _Reducer(module, group, ddp_kwargs, all_gather, guard)
+    torch_adapter.register_comm_hook(ddp, group, collectives.sum_gradient_bucket, reduction)
+    reducer = _Reducer(module, group, ddp_kwargs, all_gather, guard, reduction)
     if not any(flags):
         reducer.rebuild(module, params, flags)
     module.register_forward_pre_hook(reducer.pre_forward, prepend=True)

@@ -29,12 +29,14 @@ from distrib.comm import collectives
 from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import ConfigError, explain
+from distrib.strategies._gradient_sync import StepRecord
 from distrib.strategies._processes import (
     checked_options,
     establish,
     parse_devices,
     select_devices,
 )
+from distrib.strategies._replication import mark_replicated
 from distrib.strategies.base import Strategy, StrategyExtended
 
 __all__ = ["CentralStorageStrategy"]
@@ -103,19 +105,17 @@ class CentralStorageExtended(StrategyExtended):
         self._setups += 1
         for p in module.parameters():
             self._owned[id(p)] = p
-        object.__setattr__(module, "_distrib_replicated", True)  # fit's check: it is in sync
+        mark_replicated(module)  # fit's check and sync_buffers: it is in sync
 
-    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
-        return any(self._owned.get(id(p)) is p for g in optimizer.param_groups
-                   for p in g["params"])
+    def _keeps_in_sync(self, param: torch.Tensor) -> bool:
+        return self._owned.get(id(param)) is param
 
-    def _params(self, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-        params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
-        return [p for p in params if id(p) in self._owned and self._owned.get(id(p)) is p]
-
-    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def _synchronize_gradients(self, optimizer: torch.optim.Optimizer,
+                               record: StepRecord) -> None:
+        # Every gradient, however it was computed, is local here (nothing reduces it
+        # during backward): all of them are summed onto the chief.
         comm = self._comm
-        params = self._params(optimizer)
+        params = record.in_sync
         if comm is None or not params:
             return
         has = torch.tensor([0.0 if p.grad is None else 1.0 for p in params],
@@ -138,7 +138,7 @@ class CentralStorageExtended(StrategyExtended):
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self._comm is None:
             return
-        tensors = self._params(optimizer)
+        tensors = list(self._step_record(optimizer).in_sync)
         for module in self._stepped_modules(optimizer, tensors):
             tensors.extend(module.buffers())
         self._broadcast(tensors)

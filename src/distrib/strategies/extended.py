@@ -14,8 +14,9 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import nn
@@ -29,18 +30,20 @@ from distrib.distribute.replica_context import ReplicaContext
 from distrib.distribute.sync_on_read import SyncOnReadGroup
 from distrib.distribute.values import Mirrored, unwrap
 from distrib.input import distribute_dataset, distribute_datasets_from_function
-from distrib.strategies._replication import (
-    is_replicated,
-    replicate_module,
-    replicated_parameters,
-)
+from distrib.mixed_precision import LossScaleOptimizer
+from distrib.strategies._gradient_sync import StepRecord, sum_gradients
+from distrib.strategies._replication import is_replicated, keeps_in_sync, replicate_module
 from distrib.strategies._scope_tracker import Gather, ModuleTracker
 from distrib.strategies._step_hooks import StepHooks
 
 if TYPE_CHECKING:
     from distrib.strategies.base import Strategy
 
-__all__ = ["StrategyExtended"]
+__all__ = ["StrategyExtended", "OptimizerT"]
+
+#: What ``setup_optimizer`` takes and returns: a torch optimizer, or one wrapped for loss
+#: scaling (its ``inner_optimizer`` steps).
+OptimizerT = TypeVar("OptimizerT", torch.optim.Optimizer, LossScaleOptimizer)
 
 # Every step runs when it is called: nothing to do around an execution (reusable, reentrant).
 _EAGER_EXECUTION: contextlib.nullcontext[None] = contextlib.nullcontext()
@@ -50,25 +53,45 @@ class StrategyExtended:
     """Library-facing half of a strategy: the replica group, placement and the strategy hooks.
 
     The public methods below are what the layers above use (input, checkpoints,
-    ``Model``); each calls an ``_underscore`` hook that a strategy overrides to change
-    how it works.  The hooks, and what the synchronous strategies do in them:
+    ``Model``, the Estimator); each calls an ``_underscore`` hook that a strategy file
+    overrides to change how it works.  A new strategy overrides hooks, never the public
+    methods.  The hooks, and what the synchronous (replicated) strategies do in them:
 
-    ``_setup_module(module)``
+    ``_setup_module(module: nn.Module) -> None``
         a root module created in ``scope()`` when the scope closes (or when ``fit`` runs
-        inside it): move it to the replica's device and attach SUM all-reduce of its
-        gradients (DDP's reducer); for a module already set up, refresh the reducer if
-        its parameters or what trains changed.
-    ``_setup_optimizer(optimizer)``
-        an optimizer about to train replicated modules: nothing to do.
-    ``_manages_optimizer(optimizer)`` / ``_before_optimizer_step`` / ``_after_optimizer_step``
-        optimizer steps a strategy takes over, whoever calls ``optimizer.step()``
-        (``Model.fit`` or a custom loop): torch's global optimizer step hooks call
-        them for the strategies that asked with :meth:`intercept_optimizer_steps`.
-        The synchronous strategies do not ask (DDP reduced the gradients already).
-    ``_module_state_dict(module)`` / ``_load_module_state_dict(module, state)``
-        what a checkpoint saves and loads for a module: its full state dict.
+        inside it), and again at every ``compile``/``fit``: move it to the replica's
+        device, broadcast the chief's values and attach SUM all-reduce of its gradients
+        during ``backward`` (DDP's reducer); for a module already set up, refresh the
+        reducer if its parameters or what trains changed.
+    ``_keeps_in_sync(param: torch.Tensor) -> bool``
+        whether the strategy keeps ``param`` equal on every replica (it set up its
+        module).  ``unreplicated_parameters`` and the optimizer steps ask it.
+    ``_setup_optimizer(optimizer: OptimizerT) -> OptimizerT``
+        an optimizer (``compile``, the Estimator) about to train the strategy's modules;
+        returns what to use.  Nothing more to do for the synchronous strategies.
+    ``_manages_optimizer(optimizer) -> bool`` / ``_before_optimizer_step(optimizer)`` /
+    ``_after_optimizer_step(optimizer)``
+        the optimizer steps the strategy takes part in, whoever calls ``step()``:
+        torch's global optimizer step hooks call them (``_step_hooks``) for every
+        strategy of more than one replica and every strategy that asked with
+        :meth:`intercept_optimizer_steps`.  By default a strategy manages an optimizer
+        it set up, one that steps its parameters, or one that steps inside its scope or
+        replica function; before the step it checks that every parameter stepped is
+        one it keeps in sync, then calls ``_synchronize_gradients``.
+    ``_synchronize_gradients(optimizer, record: StepRecord) -> None``
+        make the gradients the step applies the sums over the replicas: those DDP
+        summed during ``backward`` are left alone, every other gradient (autograd.grad,
+        ``torch.func``, set by hand, added to after ``backward``) is summed here
+        (``_gradient_sync``).  ``record`` partitions the optimizer's parameters.
+    ``_sync_buffers(root: nn.Module) -> None``
+        make the floating-point buffers (BatchNorm statistics) of ``root``'s modules the
+        replicas' mean.
+    ``_module_state_dict(module)`` / ``_load_module_state_dict(module, state)``,
+    ``_optimizer_state_dict(optimizer)`` / ``_load_optimizer_state_dict(optimizer, state)``
+        what a checkpoint saves and loads: the full state dicts.
     ``_distribute_dataset(dataset, options)`` / ``_distribute_datasets_from_function``
-        how input reaches the replicas: each takes its slice of every global batch.
+        how input reaches the replicas: each takes its slice of every global batch;
+        the batch's placement on the device is ``replica_group.place_batch``.
     ``_call_for_each_replica(fn, args, kwargs, global_batch_size)``
         how a step runs (``strategy.run`` and ``Model.fit``): once, on this process's
         replica, in a :class:`ReplicaContext`.
@@ -104,6 +127,11 @@ class StrategyExtended:
         self._tracker: ModuleTracker | None = None
         self._group = _group_of(comm, device, wrap)
         self._sync_on_read = SyncOnReadGroup(self._group)
+        self._setups = 0  # modules set up so far (a step record made before may be stale)
+        self._records: weakref.WeakKeyDictionary[torch.optim.Optimizer, StepRecord] = \
+            weakref.WeakKeyDictionary()
+        if self._group.num_replicas_in_sync > 1:  # gradients may need summing at steps
+            StepHooks.add(self)
 
     # ----------------------------------------------------------- group facts
     @property
@@ -278,7 +306,11 @@ class StrategyExtended:
     # ------------------------------------------------------ modules and state
     def setup_module(self, module: nn.Module) -> None:
         """Make ``module`` this strategy's (what closing ``scope()`` does to new modules)."""
+        self._set_up(module)
+
+    def _set_up(self, module: nn.Module) -> None:
         self._setup_module(module)
+        self._setups += 1
 
     def _setup_module(self, module: nn.Module) -> None:
         group = self._comm.group if self._comm is not None and \
@@ -296,17 +328,29 @@ class StrategyExtended:
         """
         if self._tracker is not None:
             for root in self._tracker.roots(self._agreement()):
-                self._setup_module(root)
+                self._set_up(root)
 
     def refresh_modules(self, root: nn.Module) -> None:
         """Bring every module of ``root`` this strategy set up in line with what it holds and
         trains now (layers added, ``requires_grad`` changed).  Every replica calls it."""
         for module in list(root.modules()):
             if is_replicated(module):
-                self._setup_module(module)
+                self._set_up(module)
+
+    def keeps_in_sync(self, param: torch.Tensor) -> bool:
+        """Whether this strategy keeps ``param`` equal on every replica (it set up its module).
+
+        Example:
+            >>> distrib.get_strategy().extended.keeps_in_sync(torch.nn.Parameter(torch.ones(1)))
+            False
+        """
+        return self._keeps_in_sync(param)
+
+    def _keeps_in_sync(self, param: torch.Tensor) -> bool:
+        return keeps_in_sync(param)
 
     def unreplicated_parameters(self, root: nn.Module) -> list[str]:
-        """Names of ``root``'s trainable parameters whose gradients no replica group sums
+        """Names of ``root``'s trainable parameters that no replica group keeps in sync
         (made outside ``scope()``); empty on a single replica.
 
         Example:
@@ -315,16 +359,22 @@ class StrategyExtended:
         """
         if self._group.num_replicas_in_sync == 1:  # one replica program (TPU: one per host)
             return []
-        covered: set[int] = set()
-        for module in root.modules():
-            covered.update(id(p) for p in replicated_parameters(module))
-        return [n for n, p in root.named_parameters() if p.requires_grad and id(p) not in covered]
+        return [n for n, p in root.named_parameters()
+                if p.requires_grad and not self._keeps_in_sync(p)]
 
-    def setup_optimizer(self, optimizer: Any) -> Any:
-        """Prepare ``optimizer`` (over this strategy's modules) to train; returns what to use."""
+    def setup_optimizer(self, optimizer: OptimizerT) -> OptimizerT:
+        """Prepare ``optimizer`` (over this strategy's modules) to train; returns what to use.
+
+        ``compile`` and the Estimator call it; an optimizer a custom loop creates is
+        taken in at its first step instead (see :meth:`manages_optimizer`).
+        """
+        inner = optimizer.inner_optimizer if isinstance(optimizer, LossScaleOptimizer) \
+            else optimizer
+        if self._group.num_replicas_in_sync > 1:
+            self._step_record(inner).claimed = True
         return self._setup_optimizer(optimizer)
 
-    def _setup_optimizer(self, optimizer: Any) -> Any:
+    def _setup_optimizer(self, optimizer: OptimizerT) -> OptimizerT:
         return optimizer
 
     # -------------------------------------------------------- optimizer steps
@@ -334,18 +384,51 @@ class StrategyExtended:
         StepHooks.add(self)
 
     def manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
-        """Whether this strategy takes part in ``optimizer``'s steps."""
+        """Whether this strategy takes part in ``optimizer``'s steps.
+
+        By default: it set the optimizer up, the optimizer steps a parameter it keeps in
+        sync, or the optimizer steps inside its scope or replica function (TensorFlow's
+        ``apply_gradients`` sums under the strategy of its context).
+        """
         return self._manages_optimizer(optimizer)
 
     def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
-        return False
+        record = self._step_record(optimizer)
+        if not record.claimed:
+            frame = context.current_frame()
+            record.claimed = bool(record.in_sync) or (
+                frame is not None and frame.strategy is self._strategy)
+        return record.claimed
+
+    def _step_record(self, optimizer: torch.optim.Optimizer) -> StepRecord:
+        """What this strategy knows of ``optimizer``'s parameters (made once, renewed when
+        they or the modules set up change)."""
+        record = self._records.get(optimizer)
+        if record is None:
+            record = StepRecord.of(optimizer, self._setups, self._keeps_in_sync)
+        else:
+            renewed = record.renewed(optimizer, self._setups, self._keeps_in_sync)
+            if renewed is record:
+                return record
+            record = renewed
+        self._records[optimizer] = record
+        return record
 
     def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Called before ``optimizer.step()`` updates this strategy's parameters."""
         self._before_optimizer_step(optimizer)
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        pass
+        record = self._step_record(optimizer)
+        record.check_parameters(type(optimizer).__name__)
+        self._synchronize_gradients(optimizer, record)
+
+    def _synchronize_gradients(self, optimizer: torch.optim.Optimizer,
+                               record: StepRecord) -> None:
+        params = record.pending()
+        if params:
+            sum_gradients(params, self._group.all_reduce_sum)
+            record.note_summed(params)
 
     def deferred_updates(self) -> contextlib.AbstractContextManager[None]:
         """A block in which ``optimizer.step()`` may return before its update is applied.
@@ -394,8 +477,10 @@ class StrategyExtended:
             >>> bn = torch.nn.BatchNorm1d(2)
             >>> distrib.get_strategy().extended.sync_buffers(bn)   # one replica: nothing to do
         """
-        if self._group.num_replicas_in_sync == 1:
-            return
+        if self._group.num_replicas_in_sync > 1:
+            self._sync_buffers(root)
+
+    def _sync_buffers(self, root: nn.Module) -> None:
         seen: set[int] = set()
         buffers = []
         for module in root.modules():
@@ -455,13 +540,16 @@ class StrategyExtended:
         """The all-gather the replicas agree with on the modules a scope created."""
         return self._group.all_gather if self._group.num_replicas_in_sync > 1 else None
 
-    def _exit_scope(self) -> None:
+    def _exit_scope(self, agree: bool = True) -> None:
         self._scope_depth -= 1
+        if self._scope_depth == 0 and self._tracker is not None and not agree:
+            self._tracker.stop(None)  # an exception unwinds: no collective, nothing set up
+            self._tracker = None
         if self._scope_depth == 0 and self._tracker is not None:
             roots = self._tracker.stop(self._agreement())
             self._tracker = None
             for root in roots:
-                self._setup_module(root)
+                self._set_up(root)
 
 
 def _group_of(comm: Communicator | None, device: torch.device, wrap: bool

@@ -4,7 +4,8 @@ Usage: python adapter_sum.py RANK PORT
 Prints, as JSON, the module's parameters after the broadcast and its gradients after one
 backward pass on this rank's rows, with a SUM communication hook registered through
 ``torch_adapter.register_comm_hook``, and whether the adapter reports the module's
-gradients (and those of a module it did not replicate) as all-reduced.
+gradients (and those of a module it did not replicate) as all-reduced, before the
+backward pass and after it.
 """
 
 from __future__ import annotations
@@ -34,14 +35,17 @@ def sum_hook(group: object, bucket: dist.GradBucket) -> torch.futures.Future[tor
     return work.get_future().then(lambda f: f.value()[0])
 
 
-ddp = torch_adapter.replicate(net, dist.group.WORLD)
-torch_adapter.register_comm_hook(ddp, dist.group.WORLD, sum_hook)
+reduction = torch_adapter.ReductionState()
+ddp = torch_adapter.replicate(net, dist.group.WORLD, reduction=reduction)
+torch_adapter.register_comm_hook(ddp, dist.group.WORLD, sum_hook, reduction)
 start = [p.detach().tolist() for p in net.parameters()]
+before = torch_adapter.gradients_all_reduced(net.parameters())
 x = torch.arange(6, dtype=torch.float64).reshape(2, 3)[rank:rank + 1] + 1.0
 net(x).sum().backward()
 other = torch.nn.Linear(3, 1)
 print(json.dumps({"start": start, "grads": [p.grad.tolist() for p in net.parameters()],
                   "hook_calls": len(calls), "class": type(net).__name__,
+                  "reduced_before": before, "buckets": reduction.buckets,
                   "reduced": torch_adapter.gradients_all_reduced(net.parameters()),
                   "others_reduced": torch_adapter.gradients_all_reduced(
                       [*net.parameters(), *other.parameters()])}))

@@ -1,8 +1,9 @@
 """Loss scaling on two replicas: an inf on one replica skips the step on both, at no extra cost.
 
 Usage: python lso_replicas.py MODE OUT
-MODE: replicated   the module is created in ``strategy.scope()`` (DDP sums its gradients)
-      unreplicated the module is created outside the scope (gradients stay local)
+MODE: replicated   gradients from ``backward`` (DDP sums them during the backward pass)
+      local        gradients from ``torch.autograd.grad`` assigned to ``.grad`` (TF's
+                   ``tape.gradient``): they stay local until the optimizer step sums them
 
 Each replica trains a linear layer with a ``LossScaleOptimizer`` around a fused SGD inside
 ``strategy.run``; at step 3 only replica 1's loss is inf.  It counts, per step, the calls
@@ -45,23 +46,28 @@ def main() -> None:
     strategy = distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"])
     rid = strategy.extended.replica_group.replica_id
     torch.manual_seed(0)
-    if mode == "replicated":
-        with strategy.scope():
-            net = torch.nn.Linear(4, 2)
-    else:
-        net = torch.nn.Linear(4, 2)  # same seed: the same start on both replicas
+    with strategy.scope():
+        net = torch.nn.Linear(4, 2)
     sgd = torch.optim.SGD(net.parameters(), lr=0.1, fused=True)
+
+    def backward(loss: torch.Tensor) -> None:
+        if mode == "replicated":
+            loss.backward()
+            return
+        params = list(net.parameters())
+        for p, g in zip(params, torch.autograd.grad(loss, params)):
+            p.grad = g
     opt = LossScaleOptimizer(sgd)
     x = torch.full((2, 4), float(rid + 1))
 
     def scaled_step(bad: bool) -> None:
         loss = net(x).pow(2).mean() * (float("inf") if bad else 1.0)
-        opt.get_scaled_loss(loss).backward()
+        backward(opt.get_scaled_loss(loss))
         opt.step()
         opt.zero_grad()
 
     def plain_step() -> None:
-        net(x).pow(2).mean().backward()
+        backward(net(x).pow(2).mean())
         sgd.step()
         sgd.zero_grad()
 

@@ -90,11 +90,15 @@ class ShardingPlan(Protocol):
 
 
 def _sum_gradients(module: Any) -> None:
-    """Have an FSDP module SUM its reduce-scattered gradients (TF's contract)."""
+    """Have an FSDP module SUM its reduce-scattered gradients (TF's contract), with a plain
+    SUM reduction (gloo has neither AVG nor PREMUL_SUM, which FSDP picks for float32)."""
     setter = getattr(module, "set_gradient_divide_factor", None)  # torch >= 2.8
     if setter is None:
         setter = module.set_reduce_scatter_divide_factor
     setter(1.0)
+    force_sum = getattr(module, "set_force_sum_reduction_for_comms", None)
+    if force_sum is not None:
+        force_sum(True)
 
 
 @dataclass

@@ -10,7 +10,9 @@ Inputs, as Keras takes them:
   Every replica draws the same shuffled order (same seed); it slices only its own
   rows, in the training thread, with no copy when not shuffled.  The number of
   examples of every step is known in advance, so no communication is needed;
-* torch ``Dataset``s and ``DataLoader``s: through ``distrib.input.as_dataset``;
+* torch ``Dataset``s: through ``distrib.input.as_dataset``; a ``DataLoader`` keeps its
+  workers, sampler and collate, its batches split across the replicas
+  (``distrib.training.torch_loaders``);
 * a batched ``distrib.data.Dataset``: each global batch is split across the
   replicas (``strategy.experimental_distribute_dataset``); on one replica any
   iterable of batches works too;
@@ -67,6 +69,7 @@ from distrib.training.sequence import (
     is_generator,
     sequence_dataset,
 )
+from distrib.training.torch_loaders import loader_source
 
 __all__ = ["DataHandler", "is_array_like", "split_arrays", "num_examples", "cast_batch",
            "check_same_arrays"]
@@ -311,7 +314,10 @@ class DataHandler:
                                          "yield (x, y, sample_weight) from the dataset"))
             if not isinstance(x, torch.utils.data.DataLoader):
                 batch_size = _check_batch_size(batch_size, 32)
-            return as_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed)
+                return as_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed)
+            if batch_size is not None or y is not None:
+                as_dataset(x, y, batch_size=batch_size)  # raises: a loader yields batches
+            return loader_source(x, self._strategy, seed)
         kind = "a generator" if is_generator(x) else "a Sequence" if isinstance(x, Sequence) \
             else "a dataset"
         if y is not None or sample_weight is not None:

@@ -22,24 +22,41 @@ from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
+#: ``Case.returns`` when the case does not check what the call returns.
+ANY = object()
+
 
 @dataclass(frozen=True)
 class Case:
-    """A bad input: ``call()`` must raise ``error`` with every piece of ``says`` in its message.
+    """A bad input and its class: a clear error, a warning, or accepted as TensorFlow does.
+
+    * ``error`` an exception type: ``call()`` must raise it, with every piece of ``says``
+      in its message (the bad value first, then the rule or the fix).
+    * ``error`` a ``Warning`` type: ``call()`` must warn so (``says`` in the warning) and
+      return ``returns`` (unless ``ANY``).
+    * ``error`` None (see :func:`accepted`): TensorFlow accepts the input too; ``call()``
+      must return ``returns``, TensorFlow's result, and ``says`` records why.
 
     Attributes:
         id: a short unique name (the pytest id).
         call: calls the public API with the bad input.
-        error: the exception type expected (a subclass is accepted).
-        says: pieces of the message: the bad value first, then the rule or the fix.
+        error: the exception or warning type expected (a subclass is accepted), or None.
+        says: pieces of the message (or, for an accepted input, TensorFlow's rule).
         env: environment variables set for the call (every cluster variable is unset).
+        returns: what ``call()`` returns when it does not raise (``ANY``: not checked).
     """
 
     id: str
     call: Callable[[], Any]
-    error: type[BaseException]
+    error: type[BaseException] | None
     says: list[str]
     env: Mapping[str, str] = field(default_factory=dict)
+    returns: Any = ANY
+
+
+def accepted(id: str, call: Callable[[], Any], returns: Any, tf: str) -> Case:
+    """An input TensorFlow accepts as well: ``call()`` returns ``returns`` (TF's result)."""
+    return Case(id, call, None, [tf], returns=returns)
 
 
 class CommandFailed(Exception):

@@ -41,7 +41,7 @@ from distrib.distribute import context
 from distrib.distribute.group import ExtendedLike, ReplicaGroupInfo
 from distrib.errors import CheckpointError, ContextError, InvalidTypeError, UsageError, explain
 
-__all__ = ["Checkpoint", "CheckpointOptions", "agree_failures", "agree_counts"]
+__all__ = ["Checkpoint", "CheckpointOptions", "agree_failures", "agree_counts", "check_options"]
 
 FORMAT, VERSION = "distrib.checkpoint", 1
 _DOC = "__distrib__/checkpoint"
@@ -61,6 +61,15 @@ def _prefix(file_prefix: object, method: str) -> str:
                                  "pass e.g. 'ckpt/ckpt' (TensorFlow's file prefix)"))
     return path
 
+
+def check_options(options: object, method: str) -> None:
+    """Refuse ``options`` that are neither None nor a :class:`CheckpointOptions`."""
+    if options is not None and not isinstance(options, CheckpointOptions):
+        raise InvalidTypeError(explain(
+            f"{method} options", options, "must be a distrib.train.CheckpointOptions or None",
+            "pass options=distrib.train.CheckpointOptions(enable_async=True), or leave it out"))
+
+
 class CheckpointOptions:
     """Options of a save (``tf.train.CheckpointOptions``).
 
@@ -78,7 +87,14 @@ class CheckpointOptions:
 
     def __init__(self, experimental_enable_async_checkpoint: bool = False,
                  enable_async: bool = False) -> None:
-        self.enable_async = bool(experimental_enable_async_checkpoint or enable_async)
+        for name, value in (("experimental_enable_async_checkpoint",
+                             experimental_enable_async_checkpoint),
+                            ("enable_async", enable_async)):
+            if not isinstance(value, bool):
+                raise InvalidTypeError(explain(
+                    f"CheckpointOptions {name}", value, "must be True or False",
+                    f"pass {name}=True to write in the background, False to wait"))
+        self.enable_async = experimental_enable_async_checkpoint or enable_async
 
     experimental_enable_async_checkpoint = property(lambda self: self.enable_async)
 
@@ -282,6 +298,7 @@ class Checkpoint:
     def _write(self, path: str, options: CheckpointOptions | None,
                on_commit: Callable[[], None] | None = None) -> str:
         """Write to ``path``; ``on_commit`` runs on the chief once the directory is complete."""
+        check_options(options, "Checkpoint.save")
         self.sync()
         ext = self._extended()
         group = ext.replica_group
@@ -365,7 +382,10 @@ class Checkpoint:
         try:
             return _read(path, self._leaves(), ext), None
         except CheckpointError as exc:
-            return None, CheckpointError(f"Checkpoint {path} cannot be restored: {exc}")
+            return None, CheckpointError(
+                f"Checkpoint {path} cannot be restored: {exc}. Fix: pass a complete "
+                "checkpoint: the path save() returned, or "
+                "distrib.train.latest_checkpoint(directory)")
         except Exception as exc:  # mismatch, or anything unexpected: reported everywhere
             return None, exc
 
@@ -382,9 +402,14 @@ class Checkpoint:
         cannot read it, or it does not fit the objects, every replica raises and
         nothing is changed.  ``None`` restores nothing (TF's initialisation status).
         """
+        check_options(options, "Checkpoint.restore")
         self.sync()
         if save_path is None:
             return LoadStatus(None, [], [], [])
+        if not isinstance(save_path, (str, os.PathLike)) or not os.fspath(save_path):
+            raise UsageError(explain(
+                "Checkpoint.restore save_path", save_path, "must be a non-empty path or None",
+                "pass the path save() returned, or distrib.train.latest_checkpoint(directory)"))
         path = os.path.abspath(os.fspath(save_path))
         prepared, error = self._prepare(path)
         failed = agree_failures(self._extended().replica_group, error is not None)

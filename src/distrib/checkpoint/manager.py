@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -31,7 +32,7 @@ from distrib.checkpoint.checkpoint import (
     agree_counts,
     agree_failures,
 )
-from distrib.checkpoint.statefile import CheckpointState, read_state, write_state
+from distrib.checkpoint.statefile import STATE_FILE, CheckpointState, read_state, write_state
 from distrib.checkpoint.storage import check_writable, remove_directory
 from distrib.errors import CheckpointError, CheckpointMismatchError, UsageError, explain
 
@@ -56,6 +57,10 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike[str],
         path = distrib.train.latest_checkpoint("runs/ckpt")   # ".../runs/ckpt/ckpt-7"
         checkpoint.restore(path)
     """
+    if not isinstance(checkpoint_dir, (str, os.PathLike)):
+        raise UsageError(explain("latest_checkpoint checkpoint_dir", checkpoint_dir,
+                                 "must be a path (str or os.PathLike)",
+                                 "pass the directory given to save, e.g. 'runs/ckpt'"))
     directory = os.path.abspath(os.fspath(checkpoint_dir))
     state = read_state(directory)
     if state is None:
@@ -85,6 +90,55 @@ def _as_int(value: Any) -> int:
     if isinstance(value, torch.Tensor):
         return int(value.item())
     return int(value)
+
+
+def _integer(value: object) -> bool:
+    """Whether ``value`` is an int, a NumPy integer or a one-element integer tensor."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1 and not value.is_floating_point() \
+            and not value.is_complex() and value.dtype != torch.bool
+    return not isinstance(value, bool) and hasattr(value, "__index__")
+
+
+def _check_manager_arguments(directory: object, hours: object, name: object,
+                             interval: object, init_fn: object) -> None:
+    """Refuse the arguments of ``CheckpointManager`` that would misbehave silently."""
+    if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
+        raise UsageError(explain("CheckpointManager directory", directory,
+                                 "must be a non-empty path (str or os.PathLike)",
+                                 "pass a directory of its own, e.g. 'runs/ckpt'"))
+    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float))
+                              or not 0 < hours < float("inf")):
+        raise UsageError(explain("keep_checkpoint_every_n_hours", hours,
+                                 "must be a positive number of hours or None",
+                                 "pass e.g. 1.0 to keep one checkpoint per hour, or None"))
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name \
+            or "\\" in name or os.sep in name or "\0" in name:
+        raise UsageError(explain("checkpoint_name", name, "must be a plain file name (no "
+                                 "directory part), as checkpoints go inside `directory`",
+                                 "pass a name such as 'ckpt', and put the folder in "
+                                 "`directory`"))
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int)
+                                 or interval < 1):
+        raise UsageError(explain("checkpoint_interval", interval,
+                                 "must be a positive int (steps between checkpoints) or None",
+                                 "pass e.g. 100, or None to save at every save()"))
+    if init_fn is not None and not callable(init_fn):
+        raise UsageError(explain("init_fn", init_fn, "must be callable or None",
+                                 "pass a function that initialises the objects"))
+
+
+def _scan(directory: str, name: str) -> CheckpointState:
+    """The complete ``<name>-<n>`` checkpoints of ``directory``, by number (no state file)."""
+    numbered: list[tuple[int, str]] = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(directory):
+            stem, _, number = entry.rpartition("-")
+            if stem == name and number.isdigit() and _complete(os.path.join(directory, entry)):
+                numbered.append((int(number), entry))
+    names = [entry for _, entry in sorted(numbered)]
+    return CheckpointState(latest=names[-1] if names else None, all=names,
+                           timestamps=[0.0] * len(names))
 
 
 class CheckpointManager:
@@ -125,6 +179,8 @@ class CheckpointManager:
                                         or not isinstance(max_to_keep, int) or max_to_keep < 1):
             raise UsageError(explain("max_to_keep", max_to_keep, "must be a positive int or "
                                      "None (keep every checkpoint)", "pass e.g. 5"))
+        _check_manager_arguments(directory, keep_checkpoint_every_n_hours, checkpoint_name,
+                                 checkpoint_interval, init_fn)
         if checkpoint_interval is not None and step_counter is None:
             raise UsageError(explain("step_counter", None, "`step_counter` should be passed "
                                      "if `checkpoint_interval` is not None",
@@ -140,7 +196,16 @@ class CheckpointManager:
         self._last_step: int | None = None
         checkpoint.sync()  # a write still in flight in this process may change the directory
         self._check_directory()
-        state = read_state(self._directory) or CheckpointState()
+        state = read_state(self._directory)
+        if state is None and os.path.exists(os.path.join(self._directory, STATE_FILE)):
+            state = _scan(self._directory, checkpoint_name)
+            if self._checkpoint._extended().replica_group.replica_id == 0:
+                warnings.warn(
+                    f"The checkpoint state file {os.path.join(self._directory, STATE_FILE)} "
+                    f"cannot be read (not the JSON distrib writes); using the complete "
+                    f"checkpoints found in the directory instead: {state.all or 'none'}. "
+                    "It is rewritten at the next save.", stacklevel=2)
+        state = state or CheckpointState()
         self._kept: dict[str, float] = dict(zip(state.all, state.timestamps))
         self._last_preserved = state.last_preserved_timestamp or _clock()
 
@@ -226,6 +291,11 @@ class CheckpointManager:
             check_interval: honour ``checkpoint_interval`` (False: save anyway).
             options: :class:`CheckpointOptions` (asynchronous saving).
         """
+        if checkpoint_number is not None and not _integer(checkpoint_number):
+            raise UsageError(explain("CheckpointManager.save checkpoint_number",
+                                     checkpoint_number, "must be an int (or a one-element "
+                                     "integer tensor) or None", "pass e.g. 7, or leave it out "
+                                     "to number by save_counter"))
         if not self._due(check_interval):
             return None
         ckpt = self._checkpoint

@@ -62,6 +62,18 @@ class TerminationConfig:
     def __init__(self, termination_watcher_fn: Callable[[], bool] | None = None,
                  exit_fn: Callable[[], Any] | None = None, grace_period: float | None = None,
                  save_fn: Callable[[], Any] | None = None) -> None:
+        for name, fn in (("termination_watcher_fn", termination_watcher_fn),
+                         ("exit_fn", exit_fn), ("save_fn", save_fn)):
+            if fn is not None and not callable(fn):
+                raise InvalidTypeError(explain(f"TerminationConfig {name}", fn,
+                                               "must be a function (callable) or None",
+                                               f"pass {name}=<a function>, or leave it out"))
+        if grace_period is not None and (
+                isinstance(grace_period, bool) or not isinstance(grace_period, (int, float))
+                or not 0 <= grace_period < float("inf")):
+            raise UsageError(explain("TerminationConfig grace_period", grace_period,
+                                     "must be a number of seconds >= 0, or None",
+                                     "pass e.g. grace_period=30"))
         self.termination_watcher_fn = termination_watcher_fn
         self.exit_fn = exit_fn or _exit_42
         self.grace_period = 0.0 if grace_period is None else float(grace_period)
@@ -171,6 +183,12 @@ class PreemptionCheckpointHandler:
                  checkpoint_dir: str | None = None,
                  termination_config: TerminationConfig | None = None) -> None:
         target = checkpoint_or_checkpoint_manager
+        if termination_config is not None and not isinstance(termination_config,
+                                                              TerminationConfig):
+            raise InvalidTypeError(explain(
+                "termination_config", termination_config,
+                "must be a distrib.TerminationConfig or None",
+                "pass termination_config=distrib.TerminationConfig(grace_period=...)"))
         if isinstance(target, CheckpointManager):
             manager = target
         elif isinstance(target, Checkpoint):
@@ -216,6 +234,11 @@ class PreemptionCheckpointHandler:
         ``handler.run(step_fn, next(iterator))`` takes it before ``run`` starts — is
         trained on before the save and never lost.
         """
+        if not callable(distributed_train_function):
+            raise InvalidTypeError(explain(
+                "PreemptionCheckpointHandler.run distributed_train_function",
+                distributed_train_function, "must be callable (the step to run)",
+                "pass the step function first: handler.run(train_step, next(iterator))"))
         result = distributed_train_function(*args, **kwargs)
         self._counter.value += 1
         if self._watcher.agreed():

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -201,6 +202,24 @@ def _address_error(what: str, address: Any) -> str | None:
     return None
 
 
+def _same_host(host: str) -> str:
+    """One spelling per host: ``localhost``, ``127.0.0.1`` and ``[::1]`` are one machine's
+    loopback; IPv6 spellings (``[0:0::1]``) and IPv4-mapped ones are written alike.
+
+    Example:
+        >>> _same_host("[::FFFF:10.0.0.1]"), _same_host("LocalHost")
+        ('10.0.0.1', 'loopback')
+    """
+    name = host.lower().removeprefix("[").removesuffix("]")
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        return "loopback" if name in ("localhost", "localhost.localdomain") else name
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return "loopback" if str(ip) in ("127.0.0.1", "::1") else str(ip)
+
+
 def validate_addresses(cluster_spec: ClusterSpec | Mapping[str, Any] | None,
                        names: FieldNames = FieldNames()) -> None:
     """Every task has a valid ``host:port`` address, and no two tasks share one.
@@ -217,7 +236,7 @@ def validate_addresses(cluster_spec: ClusterSpec | Mapping[str, Any] | None,
         if problem is not None:
             raise ConfigError(problem)
         host, _, port = address.rpartition(":")
-        key = (host.lower(), str(int(port)))
+        key = (_same_host(host), str(int(port)))
         task = f"{job}:{index}"
         if key in seen:
             raise ConfigError(explain(

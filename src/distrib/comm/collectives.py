@@ -306,6 +306,17 @@ def _mismatch(what: str, canon: list[str], shown: list[str]) -> UsageError:
         "the axis that varies)"))
 
 
+def _unmatched_calls(calls: list[str]) -> UsageError:
+    shown = "; ".join(f"replica {r}: {call}" for r, call in enumerate(calls))
+    return UsageError(explain(
+        "collective calls", shown, "every replica must make the same collective calls in "
+        "the same order, but the replicas are in different calls (one replica made a call "
+        "the others skipped); no value was exchanged",
+        "make the call on every replica: do not put all_reduce, all_gather, reduce or "
+        "gather under a condition that differs between replicas (such as "
+        "replica_id_in_sync_group)"))
+
+
 def _leaf_text(x: Any) -> str:
     text = repr(x)
     return f"{type(x).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
@@ -353,12 +364,17 @@ def check_same_signature(comm: Communicator | None, what: str, value: Any,
                                      "of ints or None)", "pass e.g. axis=0"))
     canonical, shown = signature_of(value, free_axes)
     if comm is not None and comm.world_size > 1:
-        mine = torch.tensor([_hash64(canonical)], dtype=torch.int64)
+        # The call's name is part of what is compared: a collective that only some
+        # replicas make meets another call on the others, and both must raise here.
+        mine = torch.tensor([_hash64(f"{what}{_SEP}{canonical}")], dtype=torch.int64)
         hashes = [torch.zeros(1, dtype=torch.int64) for _ in range(comm.world_size)]
         with comm.guard(f"{what} (signature check)"):
             dist.all_gather(hashes, mine, group=comm.group)
         if len({int(h.item()) for h in hashes}) > 1:
-            texts = [t.split("\x00", 1) for t in _gather_texts(comm, f"{canonical}\x00{shown}")]
-            raise _mismatch(what, [c for c, _ in texts], [s for _, s in texts])
+            texts = [t.split("\x00", 2)
+                     for t in _gather_texts(comm, f"{what}\x00{canonical}\x00{shown}")]
+            if len({w for w, _, _ in texts}) > 1:
+                raise _unmatched_calls([w for w, _, _ in texts])
+            raise _mismatch(what, [c for _, c, _ in texts], [s for _, _, s in texts])
     _check_leaves(what, value, shown)
     _check_axes(value, free_axes)

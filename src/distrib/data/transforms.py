@@ -23,6 +23,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from distrib.data import _nest
@@ -31,7 +32,8 @@ from distrib.data.dataset import Dataset
 from distrib.data.options import INFINITE, SHARD_HINT, UNKNOWN
 from distrib.errors import DataError, UsageError, explain
 
-__all__ = ["Shuffle", "Repeat", "Take", "Skip", "Shard", "Concatenate", "Batch", "combine"]
+__all__ = ["Shuffle", "Repeat", "Take", "Skip", "Shard", "Concatenate", "Batch", "combine",
+           "check_bool", "check_seed"]
 
 
 def _check_int(what: str, value: Any, low: int, rule: str, fix: str) -> int:
@@ -40,6 +42,29 @@ def _check_int(what: str, value: Any, low: int, rule: str, fix: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise UsageError(explain(what, value, rule, fix))
     return value
+
+
+def check_bool(what: str, value: Any, fix: str) -> bool:
+    """``value`` as a bool: a Python or NumPy bool, or a one-element torch bool tensor."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype == torch.bool:
+        return bool(value.item())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise UsageError(explain(what, value, "must be a bool (True or False)", fix))
+
+
+def check_seed(what: str, value: Any) -> int | None:
+    """``value`` as an int seed (None: unseeded); a one-element integer tensor is accepted."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 \
+            and not value.is_floating_point() and value.dtype != torch.bool:
+        value = int(value.item())
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise UsageError(explain(what, value, "must be an int or None",
+                                 "pass an integer such as seed=42, or None for a seed drawn "
+                                 "from torch.initial_seed()"))
+    return int(value.__index__())
 
 
 def combine(kind: str | None, parts: list[Any], restore: torch.Tensor | None) -> Any:
@@ -87,8 +112,9 @@ class Shuffle(_Passthrough):
                                   "buffer_size must be greater than zero",
                                   "use a buffer of at least 1 (the dataset size for a full "
                                   "shuffle)")
-        self._seed = seed
-        self._reshuffle = bool(reshuffle_each_iteration)
+        self._seed = check_seed("shuffle seed", seed)
+        self._reshuffle = check_bool("reshuffle_each_iteration", reshuffle_each_iteration,
+                                     "pass True (a new order each epoch) or False")
         super().__init__(dataset)
 
     def _compute_kind(self) -> str | None:
@@ -351,7 +377,8 @@ class Batch(_Passthrough):
     def __init__(self, dataset: Dataset, batch_size: int, drop_remainder: bool) -> None:
         self._size = _check_int("batch_size", batch_size, 1, "must be a positive int",
                                 "use the global batch size, e.g. 64 * num_replicas_in_sync")
-        self._drop = bool(drop_remainder)
+        self._drop = check_bool("drop_remainder", drop_remainder,
+                                "pass True to drop a last partial batch, False to keep it")
         super().__init__(dataset)
 
     def _compute_kind(self) -> str | None:

@@ -52,13 +52,23 @@ _log = logging.getLogger("distrib.estimator")
 _DONE_FILE = "training_done.json"
 
 
-class TrainSpec(NamedTuple):
-    """What ``train_and_evaluate`` trains on, and for how long (None: until input ends)."""
-
+class _TrainSpecFields(NamedTuple):
     input_fn: Any
     max_steps: int | None = None
     hooks: tuple[SessionRunHook, ...] = ()
     saving_listeners: tuple[CheckpointSaverListener, ...] = ()
+
+
+class TrainSpec(_TrainSpecFields):
+    """What ``train_and_evaluate`` trains on, and for how long (None: until input ends).
+
+    Its fields are checked when it is created, as TensorFlow does.
+    """
+
+    def __new__(cls, input_fn: Any, max_steps: int | None = None,
+                hooks: Any = (), saving_listeners: Any = ()) -> TrainSpec:
+        spec = super().__new__(cls, input_fn, max_steps, hooks, saving_listeners)
+        return cls._validated(spec)
 
     @classmethod
     def _validated(cls, spec: TrainSpec) -> TrainSpec:
@@ -71,9 +81,7 @@ class TrainSpec(NamedTuple):
                              saving_listeners=tuple(spec.saving_listeners or ()))
 
 
-class EvalSpec(NamedTuple):
-    """What ``train_and_evaluate`` evaluates on, and when."""
-
+class _EvalSpecFields(NamedTuple):
     input_fn: Any
     steps: int | None = 100
     name: str | None = None
@@ -81,6 +89,20 @@ class EvalSpec(NamedTuple):
     exporters: Any = ()
     start_delay_secs: float = 120
     throttle_secs: float = 600
+
+
+class EvalSpec(_EvalSpecFields):
+    """What ``train_and_evaluate`` evaluates on, and when.
+
+    Its fields are checked when it is created, as TensorFlow does.
+    """
+
+    def __new__(cls, input_fn: Any, steps: int | None = 100, name: str | None = None,
+                hooks: Any = (), exporters: Any = (), start_delay_secs: float = 120,
+                throttle_secs: float = 600) -> EvalSpec:
+        spec = super().__new__(cls, input_fn, steps, name, hooks, exporters,
+                               start_delay_secs, throttle_secs)
+        return cls._validated(spec)
 
     @classmethod
     def _validated(cls, spec: EvalSpec) -> EvalSpec:
@@ -94,7 +116,8 @@ class EvalSpec(NamedTuple):
                                            "string", "pass e.g. name='validation'"))
         for field in ("start_delay_secs", "throttle_secs"):
             value = getattr(spec, field)
-            if not isinstance(value, (int, float)) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 <= value < float("inf"):
                 raise UsageError(explain(f"EvalSpec {field}", value, f"Must specify {field} "
                                          f">= 0, given: {value}", "pass 0 or more seconds"))
         return spec._replace(hooks=tuple(check_hooks(spec.hooks, "EvalSpec hooks")),

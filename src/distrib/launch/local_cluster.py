@@ -63,6 +63,8 @@ from distrib.launch.policy import ClusterRules
 __all__ = ["parse_cluster_arg", "local_cluster", "LocalClusterLauncher", "describe_status"]
 
 _EXAMPLE = "e.g. --cluster chief=1,worker=2"
+#: The most tasks of one job ``--cluster`` starts on one machine (each is a process).
+MAX_TASKS_PER_JOB = 1024
 
 
 def _item(item: str, jobs: dict[str, int]) -> tuple[str, int]:
@@ -79,6 +81,11 @@ def _item(item: str, jobs: dict[str, int]) -> tuple[str, int]:
     if not count.isdigit() or int(count) < 1:
         raise ConfigError(explain(f"--cluster {job}", count, "the number of tasks must be a "
                                   "positive integer", f"write e.g. {job}=1, or leave the job out"))
+    if int(count) > MAX_TASKS_PER_JOB:
+        raise ConfigError(explain(f"--cluster {job}", count, f"at most {MAX_TASKS_PER_JOB} "
+                                  "tasks of one job can be started on this machine",
+                                  "start fewer tasks, or start a large cluster's tasks on "
+                                  "several machines with TF_CONFIG"))
     return job, int(count)
 
 

@@ -34,7 +34,7 @@ from distrib.cluster.local_launch import (
 from distrib.cluster.plan import ProcessPlan
 from distrib.cluster.restarts import supervise_local_replicas, torchrun_restart
 from distrib.comm.group import Communicator, ensure_no_group
-from distrib.comm.ops import CommunicationOptions
+from distrib.comm.ops import CommunicationImplementation, CommunicationOptions
 from distrib.comm.rendezvous import host_store
 from distrib.errors import ConfigError, UsageError, explain
 
@@ -151,6 +151,14 @@ def _note_restart(plan: ProcessPlan) -> None:
         sys.stderr.flush()
 
 
+def _warn_nccl_without_gpu(options: CommunicationOptions, device: torch.device) -> None:
+    """TensorFlow's warning for NCCL asked of a replica without a GPU (a group of several
+    replicas gives it when it starts; a single replica makes no group)."""
+    if options.implementation is CommunicationImplementation.NCCL and device.type != "cuda":
+        warnings.warn("Enabled NCCL communication but no GPUs detected/specified: "
+                      "using gloo for CPU tensors.", stacklevel=4)
+
+
 def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
               ) -> tuple[Communicator | None, torch.device]:
     """Join or start the replica processes; returns the communicator and this replica's device."""
@@ -168,6 +176,7 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
     store: Any = None
     if resolver is None:
         if n_local == 1:
+            _warn_nccl_without_gpu(options, _torch_device(devices[0]))
             return None, _torch_device(devices[0])
         if local_env is not None:
             ensure_no_group("devices of a second multi-replica strategy", devices)
@@ -208,6 +217,7 @@ def establish(resolver: Any, devices: list[str], options: CommunicationOptions,
     _prefix_warnings(plan)
     _note_restart(plan)
     if plan.world_size == 1:
+        _warn_nccl_without_gpu(options, device)
         return None, device
     comm = Communicator(plan, options, device, store)
     comm.start()

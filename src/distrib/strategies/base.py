@@ -41,6 +41,10 @@ __all__ = ["Strategy", "StrategyExtended"]
 class Strategy:
     """A distribution strategy (``tf.distribute.Strategy``).  See the module docstring."""
 
+    #: Whether ``run`` may be called inside this strategy's replica function (TF allows
+    #: it only in the default strategy's replica context).
+    _nested_run_allowed = False
+
     def __init__(self, extended: StrategyExtended) -> None:
         self._extended = extended
         extended._strategy = self
@@ -108,6 +112,15 @@ class Strategy:
             raise UsageError(explain("args", args,
                                      f"positional args must be a list or tuple, got {type(args)}",
                                      "pass args=(x,) — note the comma for a single argument"))
+        frame = context.current_frame()
+        if frame is not None and frame.replica_context is not None \
+                and not getattr(frame.strategy, "_nested_run_allowed", False):
+            raise ContextError(explain(
+                "strategy.run", getattr(fn, "__name__", fn), "was called inside the replica "
+                "function of another strategy.run; run needs cross-replica context (as in "
+                "TensorFlow)", "call the inner function directly (it already runs on every "
+                "replica), or leave replica context with "
+                "distrib.get_replica_context().merge_call(...)"))
         result = self._extended.call_for_each_replica(fn, tuple(args), kwargs)
         self._extended.sync_on_read.synchronize()  # metrics updated in fn: global sums
         return wrap_nest(result) if self._extended._wrap else result

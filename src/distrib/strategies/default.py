@@ -36,12 +36,14 @@ class _DefaultExtended(StrategyExtended):
     def _enter_scope(self) -> None:  # the default strategy replicates nothing
         pass
 
-    def _exit_scope(self) -> None:
+    def _exit_scope(self, agree: bool = True) -> None:
         pass
 
 
 class DefaultStrategy(Strategy):
     """The singleton default strategy (one replica, no distribution)."""
+
+    _nested_run_allowed = True
 
     def __init__(self) -> None:
         super().__init__(_DefaultExtended(None, torch.device("cpu"), ("cpu:0",), wrap=False))

@@ -302,6 +302,12 @@ class Model(nn.Module):
         with self._scope():
             opt: Any = optimizers_mod.get(optimizer, self.parameters,
                                           fused=self._dtype_policy.needs_loss_scaling)
+            mine = {id(p) for p in self.parameters()}
+            if mine and not any(id(p) in mine for g in opt.param_groups for p in g["params"]):
+                raise UsageError(explain(
+                    "optimizer", opt, "none of its parameters belongs to this model, so "
+                    "fit would train nothing", "build it over the model's parameters, e.g. "
+                    "torch.optim.SGD(model.parameters(), lr=0.1), or pass a name ('sgd')"))
             if self._dtype_policy.needs_loss_scaling and not isinstance(opt, LossScaleOptimizer):
                 opt = LossScaleOptimizer(opt)
             self.optimizer = self.distribute_strategy.extended.setup_optimizer(opt)

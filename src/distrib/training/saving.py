@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import shutil
 import socket
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from distrib.errors import DistribError, UsageError, explain
+from distrib.errors import CheckpointError, DistribError, UsageError, explain
 
 __all__ = ["atomic_save", "save_on_chief", "load_file", "get_weights", "set_weights",
            "optimizer_class", "load_optimizer_state", "load_module_state", "FORMAT",
@@ -165,7 +166,18 @@ def load_file(path: str | os.PathLike[str], device: torch.device | str = "cpu") 
     if not os.path.isfile(path):
         raise FileNotFoundError(explain("filepath", path, "no such file",
                                         "check the path (and that the save finished)"))
-    return torch.load(path, map_location=device, weights_only=True)
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, KeyError,
+            AttributeError, TypeError, ImportError) as exc:
+        blocked = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        # torch's own message advises weights_only=False, which runs code from the file.
+        raise CheckpointError(explain(
+            "filepath", path, f"holds a reference to {blocked.group(1)}, which a file of "
+            "weights never holds: loading it would run code from the file, so it is refused"
+            if blocked else f"is corrupt or not a file of weights ({type(exc).__name__})",
+            "load only files written by save/save_weights (or torch.save of tensors), and "
+            "write the file again from its source if it was damaged")) from None
 
 
 def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor],

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import hmac
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -288,12 +289,23 @@ class RpcClient:
         return self.start(method, body, timeout=timeout).result
 
     def wait_ready(self, timeout: float) -> bool:
-        """Whether the task accepts connections within ``timeout`` seconds."""
-        try:
-            grpc.channel_ready_future(self._raw_channel).result(timeout=timeout)
-            return True
-        except grpc.FutureTimeoutError:
-            return False
+        """Whether the task accepts connections within ``timeout`` seconds.
+
+        A plain TCP connection tells (gRPC's own readiness watch races with
+        :meth:`close` on another thread).
+        """
+        host, _, port = self.address.rpartition(":")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                socket.create_connection((host.strip("[]"), int(port)),
+                                         timeout=max(0.1, min(left, 5.0))).close()
+                return True
+            except (OSError, ValueError):
+                if time.monotonic() + 0.1 >= deadline:
+                    return False
+                time.sleep(0.1)
 
     def ensure_ready(self, timeout: float, fix: str) -> None:
         """Raise :class:`PeerLostError` naming the task unless it is ready within ``timeout``.

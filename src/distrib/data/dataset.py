@@ -41,6 +41,12 @@ import torch
 
 from distrib.data import _nest
 from distrib.data._plan import Ctx, mix
+from distrib.data.methods import (
+    DatasetMethods,
+    check_flag,
+    check_parallel_calls,
+    check_path,
+)
 from distrib.data.options import INFINITE, UNKNOWN, Options, spec_of
 from distrib.errors import InvalidTypeError, explain
 
@@ -49,7 +55,7 @@ __all__ = ["Dataset"]
 _MASK = (1 << 63) - 1
 
 
-class Dataset:
+class Dataset(DatasetMethods):
     """A ``tf.data``-style input pipeline whose elements are nests of torch tensors.
 
     Build one with a source (:meth:`from_tensor_slices`, :meth:`range`,
@@ -243,6 +249,10 @@ class Dataset:
             [1, 4, 7]
         """
         from distrib.data.sources import Range
+        if not isinstance(output_type, torch.dtype):
+            raise InvalidTypeError(explain("range output_type", output_type,
+                                           "must be a torch.dtype",
+                                           "pass e.g. output_type=torch.int32"))
         return Range(*args, dtype=output_type)
 
     @staticmethod
@@ -288,6 +298,10 @@ class Dataset:
             distrib.errors.DataError: file_pattern = '/nonexistent/*.txt': No files matched ...
         """
         from distrib.data.sources import ListFiles
+        patterns = file_pattern if isinstance(file_pattern, (list, tuple)) else [file_pattern]
+        for pattern in patterns:
+            check_path("file_pattern", pattern)
+        check_flag("shuffle", shuffle)
         return ListFiles(file_pattern, shuffle=shuffle, seed=seed)
 
     @staticmethod
@@ -318,6 +332,7 @@ class Dataset:
             [0, 10, 20]
         """
         from distrib.data.streams import Map
+        check_flag("deterministic", deterministic, optional=True)
         return Map(self, map_func, num_parallel_calls)
 
     def filter(self, predicate: Callable[..., Any]) -> Dataset:
@@ -356,6 +371,8 @@ class Dataset:
             [[0, 1], [2, 3], [4]]
         """
         from distrib.data.transforms import Batch
+        check_parallel_calls(num_parallel_calls)
+        check_flag("deterministic", deterministic, optional=True)
         return Batch(self, batch_size, drop_remainder)
 
     def padded_batch(self, batch_size: int, padded_shapes: Any = None, padding_values: Any = None,
@@ -455,7 +472,7 @@ class Dataset:
             True
         """
         from distrib.data.cache import Cache
-        return Cache(self, os.fspath(filename))
+        return Cache(self, check_path("cache filename", filename))
 
     def enumerate(self, start: int = 0) -> Dataset:
         """Pair every element with its index: ``(index, element)``.

@@ -41,6 +41,7 @@ from distrib.training.metric_base import (
     global_results,
     results_from_states,
 )
+from distrib.training.torchmetrics_adapter import TorchMetric, is_torchmetric
 
 __all__ = [
     "Metric", "Mean", "Sum", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy",
@@ -188,6 +189,8 @@ def get(identifier: Any) -> Metric:
         return _BY_NAME[key](identifier)
     if isinstance(identifier, losses_mod.Loss):  # its per-example values, averaged
         return MeanMetricWrapper(identifier.call, name=identifier.name)
+    if is_torchmetric(identifier):
+        return TorchMetric(identifier)
     if callable(identifier):
         return MeanMetricWrapper(identifier)
     raise InvalidTypeError(explain("metric", identifier, "must be a name, a Metric or a "

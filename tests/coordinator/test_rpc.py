@@ -205,3 +205,29 @@ def test_code_never_travels_on_a_stream() -> None:
         RpcServer("ps:0", f"127.0.0.1:{free_port()}", Authenticator(RIGHT),
                   {"Run": lambda body, caller: body}, code_methods=frozenset({"Run"}),
                   stream_methods=frozenset({"Run"}))
+
+
+def test_a_task_that_restarted_gets_a_new_handshake_and_the_call_once_more() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    server = _serve_streams(address)
+    client = RpcClient("worker:0", "ps:0", address, Authenticator(RIGHT), timeout=10)
+    try:
+        assert client.call("Echo", b"1:") == b"1:worker:0"
+        stream = client.stream("Echo")
+        stream.send(b"2:")
+        assert stream.receive() == b"2:worker:0"
+        stream.close()
+        server.stop(grace=0.0)
+        server = _serve_streams(address)   # a new process: it knows no connection key
+        assert client.call("Echo", b"3:") == b"3:worker:0"
+        assert server.gate.refusals[("Echo", "unknown connection", "worker:0")] == 1
+        server.stop(grace=0.0)
+        server = _serve_streams(address)
+        stream = client.stream("Echo")     # a stream's first message is sent again too
+        stream.send(b"4:")
+        assert stream.receive() == b"4:worker:0"
+        assert server.gate.refusals[("EchoStream", "unknown connection", "worker:0")] == 1
+        stream.close()
+    finally:
+        client.close()
+        server.stop(grace=0.0)

@@ -107,7 +107,10 @@ class Gate(grpc.GenericRpcHandler):  # type: ignore[misc]
         if name not in self._unary and name not in self._streams:
             return None
         with self._lock:
-            conn = self._connections.get(str(meta.get(HEADERS["conn"], "")))
+            conn_id = str(meta.get(HEADERS["conn"], ""))
+            conn = self._connections.get(conn_id)
+            if conn is not None:
+                self._connections.move_to_end(conn_id)  # the least recently used go first
         if conn is None:
             return self._refuse(name, "unknown connection", caller, grpc.StatusCode.UNAUTHENTICATED,
                                 f"{REHANDSHAKE} {self.task} does not know this connection "

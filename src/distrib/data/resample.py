@@ -4,7 +4,7 @@ As in TensorFlow 2.21: with the per-class ratio ``r = target / initial``
 (``initial`` given, or estimated from the classes seen so far, counted in
 batches of 32 elements), an element of class ``c`` is accepted with
 probability ``(r[c] - min r) / (max r - min r)``; and each output element comes,
-with probability ``min r / max r``, from the original stream (unfiltered)
+with probability ``min r``, from the original stream (unfiltered)
 instead of the filtered one (the two streams read the input independently).
 With ``initial_dist`` given and that probability 1 or 0, only one stream is
 read.  Outputs are ``(class, element)`` pairs; the result ends when the
@@ -51,13 +51,13 @@ def acceptance_with_mixing(initial: torch.Tensor, target: torch.Tensor
     Example:
         >>> a, m = acceptance_with_mixing(torch.tensor([0.5, 0.5]), torch.tensor([0.25, 0.75]))
         >>> a.tolist(), round(m, 4)
-        ([0.0, 1.0], 0.3333)
+        ([0.0, 1.0], 0.5)
     """
     ratio = target / (initial + torch.finfo(torch.float32).tiny)
     top, bottom = ratio.max(), ratio.min()
-    if float(top - bottom) == 0.0:
-        return torch.zeros_like(ratio), 1.0
-    return (ratio - bottom) / (top - bottom), float(bottom / top)
+    if float(top - bottom) == 0.0:        # TF: 0 / 0, which accepts nothing
+        return torch.zeros_like(ratio), float(bottom)
+    return (ratio - bottom) / (top - bottom), float(bottom)
 
 
 class _Resample(Dataset):
@@ -68,7 +68,7 @@ class _Resample(Dataset):
         self._mode = "mix"
         if initial is not None:
             _, m = acceptance_with_mixing(initial, target)
-            self._mode = "original" if m == 1.0 else "filtered" if m == 0.0 else "mix"
+            self._mode = "original" if m >= 1.0 else "filtered" if m == 0.0 else "mix"
         super().__init__(dataset)
 
     def _uid_parts(self) -> tuple[Any, ...]:

@@ -47,6 +47,7 @@ from distrib.comm import collectives
 from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import UsageError, explain
+from distrib.strategies._gradient_sync import StepRecord
 from distrib.strategies._processes import checked_options, establish, select_devices
 from distrib.strategies._replication import is_replicated, mark_replicated
 from distrib.strategies.base import Strategy, StrategyExtended
@@ -189,9 +190,8 @@ class ShardedExtended(StrategyExtended):
         # Tensors compare elementwise: tables of tensors are keyed by identity.
         self._replaced: WeakIdKeyDictionary = WeakIdKeyDictionary()  # old -> sharded
         self._sharded: WeakIdKeyDictionary = WeakIdKeyDictionary()   # sharded -> sum group
-        self._setups = 0  # modules sharded so far: an optimizer seen before may need switching
-        self._managed: weakref.WeakKeyDictionary[torch.optim.Optimizer,
-                                                 tuple[int, int, bool]] = \
+        self._shardings = 0  # modules sharded so far: an optimizer seen before may need switching
+        self._switched: weakref.WeakKeyDictionary[torch.optim.Optimizer, tuple[int, int]] = \
             weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ mesh
@@ -242,8 +242,11 @@ class ShardedExtended(StrategyExtended):
         for p in after.values():
             self._sharded[p] = sum_group
         mark_replicated(module)
-        self._setups += 1
+        self._shardings += 1
         self.intercept_optimizer_steps()
+
+    def _keeps_in_sync(self, param: torch.Tensor) -> bool:
+        return param in self._sharded or super()._keeps_in_sync(param)
 
     # ------------------------------------------------------------ optimizers
     def _switch_parameters(self, optimizer: torch.optim.Optimizer) -> bool:
@@ -266,23 +269,33 @@ class ShardedExtended(StrategyExtended):
             self._switch_parameters(inner)
         return optimizer
 
-    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+    def _switch_if_needed(self, optimizer: torch.optim.Optimizer) -> None:
         count = sum(len(g["params"]) for g in optimizer.param_groups)
-        known = self._managed.get(optimizer)
-        if known is None or known[:2] != (count, self._setups):
-            known = (count, self._setups, self._switch_parameters(optimizer))
-            self._managed[optimizer] = known
-        return known[2]
+        if self._switched.get(optimizer) != (count, self._shardings):
+            self._switch_parameters(optimizer)
+            self._switched[optimizer] = (count, self._shardings)
+
+    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        self._switch_if_needed(optimizer)
+        return super()._manages_optimizer(optimizer)
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        todo = [(_lookup(self._sharded, p), _local(p.grad)) for g in optimizer.param_groups
-                for p in g["params"] if p.grad is not None]
-        todo = [(group, grad) for group, grad in todo if group is not None]
+        self._switch_if_needed(optimizer)
+        super()._before_optimizer_step(optimizer)
+
+    def _synchronize_gradients(self, optimizer: torch.optim.Optimizer,
+                               record: StepRecord) -> None:
+        # FSDP summed its gradients in the backward (reduce-scatter); a plan's gradients
+        # are summed here over its batch axis, each once.
+        todo = [(group, p, grad) for p in record.pending()
+                if (group := _lookup(self._sharded, p)) is not None
+                and (grad := p.grad) is not None]
         if not todo:
             return
         with self._guard("summing gradients over the mesh's batch axis"):
-            for group, grad in todo:
-                dist.all_reduce(grad, op=dist.ReduceOp.SUM, group=group)
+            for group, _, grad in todo:
+                dist.all_reduce(_local(grad), op=dist.ReduceOp.SUM, group=group)
+        record.note_summed([p for _, p, _ in todo])
 
     # ----------------------------------------------------------------- state
     def _is_sharded(self, module: nn.Module) -> bool:

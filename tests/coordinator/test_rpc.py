@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from distrib.errors import ConfigError, PeerLostError, RemoteError
-from distrib.rpc import pickling, wire
+from distrib.errors import ConfigError, PeerLostError, RemoteError, UsageError
+from distrib.rpc import gate, pickling, transport, wire
 from distrib.rpc.auth import Authenticator, ConnectionKey, ReplayWindow
 from distrib.rpc.transport import RpcClient, RpcServer
 from tests.support import free_port
@@ -228,6 +228,30 @@ def test_a_task_that_restarted_gets_a_new_handshake_and_the_call_once_more() -> 
         assert stream.receive() == b"4:worker:0"
         assert server.gate.refusals[("EchoStream", "unknown connection", "worker:0")] == 1
         stream.close()
+    finally:
+        client.close()
+        server.stop(grace=0.0)
+
+
+def test_a_message_over_the_size_limit_is_refused_from_its_header(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    seen: list[int] = []
+    server = RpcServer("ps:0", address, Authenticator(RIGHT),
+                       {"Push": lambda body, caller: seen.append(len(body)) or b""})
+    server.start()
+    client = RpcClient("worker:0", "ps:0", address, Authenticator(RIGHT), timeout=10)
+    try:
+        monkeypatch.setattr(gate, "MAX_MESSAGE_BYTES", 1000)      # the task's limit
+        with pytest.raises(UsageError, match="messages are limited to 1000 bytes"):
+            client.call("Push", bytes(2000))
+        assert seen == [] and server.gate.refusals[("Push", "too large", "worker:0")] == 1
+        monkeypatch.setattr(transport, "MAX_MESSAGE_BYTES", 1000)  # the caller's own limit
+        with pytest.raises(UsageError, match="'2000 bytes': messages between tasks are limited"):
+            client.call("Push", bytes(2000))
+        assert server.gate.refusals[("Push", "too large", "worker:0")] == 1  # never sent
+        client.call("Push", bytes(1000))
+        assert seen == [1000]
     finally:
         client.close()
         server.stop(grace=0.0)

@@ -196,3 +196,20 @@ def test_transforms_apply_to_the_reduced_gradient_as_one_process_on_the_global_b
             for key, value in oracle["weights"].items():
                 diff = (got["weights"][key] - value).abs().max().item()
                 assert diff < 1e-9, f"{mode}: {key} differs by {diff}"
+
+
+def test_lr_callbacks_set_a_keras_optimizer_and_are_refused_under_a_schedule() -> None:
+    x = torch.linspace(-1, 1, 16, dtype=torch.float64).reshape(8, 2)
+    with distrib.OneDeviceStrategy("cpu").scope():
+        model = distrib.Model(torch.nn.Linear(2, 1).double())
+        model.compile(optimizer=distrib.optimizers.Adam(0.1), loss="mse")
+    model.fit(x, x, batch_size=4, epochs=2, verbose=0, callbacks=[
+        distrib.callbacks.LearningRateScheduler(lambda epoch, lr: lr / 2)])
+    assert model.optimizer.learning_rate == pytest.approx(0.025)
+    with distrib.OneDeviceStrategy("cpu").scope():
+        model = distrib.Model(torch.nn.Linear(2, 1).double())
+        model.compile(optimizer=distrib.optimizers.Adam(
+            distrib.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5)), loss="mse")
+    with pytest.raises(InvalidTypeError, match="not settable"):
+        model.fit(x, x, batch_size=4, epochs=1, verbose=0, callbacks=[
+            distrib.callbacks.LearningRateScheduler(lambda epoch, lr: lr / 2)])

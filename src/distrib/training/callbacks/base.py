@@ -123,6 +123,10 @@ def set_lr(optimizer: Any, lr: float) -> None:
         >>> set_lr(opt, 0.1); get_lr(opt)
         0.1
     """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if hasattr(inner, "has_schedule") and hasattr(inner, "learning_rate"):  # a Keras one:
+        inner.learning_rate = float(lr)  # refused under a schedule, as in Keras
+        return
     for group in _param_groups(optimizer):
         if hasattr(group["lr"], "fill_"):  # a tensor learning rate
             group["lr"].fill_(float(lr))

@@ -3,13 +3,19 @@
 Writes what ``tf.keras.callbacks.TensorBoard`` writes, under the same tag names, so
 TensorBoard dashboards made for Keras runs show distrib runs unchanged:
 
-- ``log_dir/train``: ``epoch_<metric>`` at step = epoch (0-based); with an integer
-  ``update_freq`` also ``batch_<metric>`` every ``update_freq`` training batches, at
-  step = the number of training batches run so far; ``<param>/histogram`` every
-  ``histogram_freq`` epochs.
+- ``log_dir/train``: ``epoch_<metric>`` and ``epoch_learning_rate`` at step = epoch
+  (0-based); with an integer ``update_freq`` also ``batch_<metric>`` every
+  ``update_freq`` training batches, at step = the number of training batches run so
+  far; ``<param>/histogram`` every ``histogram_freq`` epochs; the model's graph
+  (``write_graph``, traced by ``SummaryWriter.add_graph`` on the first batch's inputs;
+  a module that cannot be traced is written as text, tag ``model``); a profile of the
+  ``profile_batch`` batches (``torch.profiler``, a Chrome trace under
+  ``plugins/profile/<run>/<host>.trace.json.gz``, which TensorBoard's profile plugin
+  opens, and ``<host>.pt.trace.json`` for torch's TensorBoard plugin).
 - ``log_dir/validation``: ``epoch_<metric>`` of the ``val_`` metrics (prefix removed)
   at step = epoch, and ``evaluation_<metric>_vs_iterations`` at the end of every
-  validation or ``evaluate`` run, at step = training batches run so far.
+  validation or ``evaluate`` run, at step = the model's training steps so far (an
+  ``evaluate`` after ``fit`` is written at the trained step).
 
 Only the chief writes; the other replicas create no files.  Event files are written
 with the ``tensorboard`` package (through ``torch.utils.tensorboard``); install it
@@ -24,12 +30,25 @@ Example::
 
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
+import socket
 import time
+import warnings
 from typing import Any
 
+import torch
+
 from distrib.errors import UsageError, explain
-from distrib.training.callbacks.base import Callback, Logs, should_write, to_python, warn
+from distrib.training.callbacks.base import (
+    Callback,
+    Logs,
+    get_lr,
+    should_write,
+    to_python,
+    warn,
+)
 
 __all__ = ["TensorBoard", "summary_writer"]
 
@@ -69,14 +88,14 @@ class TensorBoard(Callback):
         log_dir: directory of the run; ``train/`` and ``validation/`` go below it.
         histogram_freq: write a histogram of every parameter every this many epochs
             (0: never).
-        write_graph: write the module's structure (as text, tag ``model``) at the
-            start of training.
+        write_graph: write the module's graph (traced on the first batch's inputs).
         write_images: not supported (a warning is logged).
         write_steps_per_second: also write ``epoch_steps_per_second`` and
             ``batch_steps_per_second``.
         update_freq: ``"epoch"`` (epoch metrics only), ``"batch"`` (same as 1) or an
             integer N: also write the batch metrics every N training batches.
-        profile_batch: 0 (profiling is not supported; other values log a warning).
+        profile_batch: profile the training batch of this number (1-based, counted over
+            the run), or the batches ``(start, stop)``; 0: no profile.
         embeddings_freq: 0 (embedding projections are not supported).
         embeddings_metadata: ignored.
 
@@ -87,7 +106,7 @@ class TensorBoard(Callback):
     """
 
     def __init__(self, log_dir: str | os.PathLike[str] = "logs", histogram_freq: int = 0,
-                 write_graph: bool = False, write_images: bool = False,
+                 write_graph: bool = True, write_images: bool = False,
                  write_steps_per_second: bool = False, update_freq: str | int = "epoch",
                  profile_batch: int | tuple[int, int] = 0, embeddings_freq: int = 0,
                  embeddings_metadata: Any = None) -> None:
@@ -105,6 +124,7 @@ class TensorBoard(Callback):
             raise UsageError(explain(
                 "TensorBoard histogram_freq", histogram_freq,
                 "must be a non-negative number of epochs", "pass 0 (no histograms) or 1, 2, ..."))
+        self._profile_range = _profile_range(profile_batch)
         self.log_dir = os.fspath(log_dir)
         self.histogram_freq = histogram_freq
         self.write_graph = write_graph
@@ -120,6 +140,9 @@ class TensorBoard(Callback):
         self._first_epoch = True
         self._epoch_start_time = 0.0
         self._batch_start_time = 0.0
+        self._graph_hook: Any = None
+        self._graph_inputs: tuple[Any, ...] | None = None
+        self._profiler: Any = None
 
     # ------------------------------------------------------------------ writers
     def _writer(self, which: str) -> Any:
@@ -160,24 +183,50 @@ class TensorBoard(Callback):
         if not self._chief():
             return
         self._warn_unsupported()
-        if self.write_graph:
-            module = self._module()
-            if module is not None:
-                self._writer("train").add_text("model", f"```\n{module}\n```", 0)
+        module = self._module()
+        if self.write_graph and isinstance(module, torch.nn.Module):
+            self._graph_hook = module.register_forward_pre_hook(self._keep_inputs)
+
+    def _keep_inputs(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        """The first training forward's inputs (what ``add_graph`` traces), once."""
+        if self._graph_hook is not None:
+            self._graph_hook.remove()
+            self._graph_hook = None
+        self._graph_inputs = tuple(a.detach() if isinstance(a, torch.Tensor) else a
+                                   for a in args)
+
+    def _write_graph(self) -> None:
+        inputs, self._graph_inputs = self._graph_inputs, None
+        module = self._module()
+        if inputs is None or module is None:
+            return
+        writer = self._writer("train")
+        was_training = module.training
+        try:
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch.jit.trace's deprecation notice
+                writer.add_graph(module, inputs[0] if len(inputs) == 1 else inputs)
+        except Exception as e:  # a module torch.jit.trace cannot trace
+            warn(self.model, "TensorBoard(write_graph=True): the model could not be traced "
+                 "(%s); its structure is written as text (tag 'model') instead.", e)
+            writer.add_text("model", f"```\n{module}\n```", 0)
+        finally:
+            module.train(was_training)
 
     def _warn_unsupported(self) -> None:
         if self.write_images:
             warn(self.model, "TensorBoard(write_images=True) is not supported by distrib; "
                  "weights are written as histograms only (histogram_freq).")
-        if self.profile_batch not in (0, (0, 0), [0, 0]):
-            warn(self.model, "TensorBoard(profile_batch=%s) is not supported by distrib; "
-                 "use torch.profiler with torch.profiler.tensorboard_trace_handler.",
-                 self.profile_batch)
         if self.embeddings_freq:
             warn(self.model, "TensorBoard(embeddings_freq=%s) is not supported by distrib; "
                  "ignored.", self.embeddings_freq)
 
     def on_train_end(self, logs: Logs | None = None) -> None:
+        if self._graph_hook is not None:
+            self._graph_hook.remove()
+            self._graph_hook = None
+        if self._profiler is not None:
+            self._stop_profile()
         self._close_writers()
 
     def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
@@ -193,11 +242,20 @@ class TensorBoard(Callback):
     def on_train_batch_begin(self, batch: int, logs: Logs | None = None) -> None:
         if self.write_steps_per_second:
             self._batch_start_time = time.time()
+        start = self._profile_range[0]
+        if start and self._chief() and self._epoch_base + batch + 1 == start:
+            self._profiler = torch.profiler.profile(activities=_activities(),
+                                                    record_shapes=True)
+            self._profiler.__enter__()
 
     def on_train_batch_end(self, batch: int, logs: Logs | None = None) -> None:
         self._train_step = self._epoch_base + batch + 1
         if not self._chief():
             return
+        if self._graph_inputs is not None:
+            self._write_graph()
+        if self._profiler is not None and self._train_step >= self._profile_range[1]:
+            self._stop_profile()
         if self.write_steps_per_second:
             elapsed = time.time() - self._batch_start_time
             if elapsed > 0:
@@ -214,11 +272,27 @@ class TensorBoard(Callback):
         if not self._chief() or not logs:
             return
         writer = self._writer("validation")
+        # Keras writes at optimizer.iterations: the steps the model has trained, also
+        # for an evaluate() after fit()
+        step = getattr(self.model, "_train_counter", None) or self._train_step
         for name, value in logs.items():
             number = _scalar(value)
             if number is not None:
-                writer.add_scalar(f"evaluation_{name}_vs_iterations", number, self._train_step)
+                writer.add_scalar(f"evaluation_{name}_vs_iterations", number, step)
         writer.flush()
+
+    def _stop_profile(self) -> None:
+        profiler, self._profiler = self._profiler, None
+        profiler.__exit__(None, None, None)
+        run = time.strftime("%Y_%m_%d_%H_%M_%S")
+        directory = os.path.join(self.log_dir, "train", "plugins", "profile", run)
+        os.makedirs(directory, exist_ok=True)
+        host = socket.gethostname()
+        plain = os.path.join(directory, f"{host}.pt.trace.json")
+        profiler.export_chrome_trace(plain)
+        with open(plain, "rb") as src, gzip.open(
+                os.path.join(directory, f"{host}.trace.json.gz"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
         if not self._chief():
@@ -236,6 +310,12 @@ class TensorBoard(Callback):
             elapsed = time.time() - self._epoch_start_time
             if elapsed > 0:
                 train_logs["steps_per_second"] = (self._train_step - self._epoch_base) / elapsed
+        optimizer = getattr(self.model, "optimizer", None)
+        if optimizer is not None and "learning_rate" not in train_logs:
+            try:
+                train_logs["learning_rate"] = get_lr(optimizer)
+            except (AttributeError, IndexError, KeyError, TypeError):
+                pass  # an optimizer without a learning rate
         for which, values in (("train", train_logs), ("validation", val_logs)):
             for name, value in values.items():
                 number = _scalar(value)
@@ -256,3 +336,28 @@ class TensorBoard(Callback):
         for name, param in module.named_parameters():
             tag = name.replace(".", "/") + "/histogram"
             writer.add_histogram(tag, param.detach().float().cpu(), epoch)
+
+
+def _profile_range(profile_batch: Any) -> tuple[int, int]:
+    """``profile_batch`` as ``(start, stop)`` (1-based, inclusive; ``(0, 0)``: none)."""
+    if isinstance(profile_batch, (list, tuple)) and len(profile_batch) == 2:
+        start, stop = profile_batch
+    elif isinstance(profile_batch, str) and "," in profile_batch:
+        start, stop = (int(v) for v in profile_batch.split(","))
+    else:
+        start = stop = profile_batch
+    if isinstance(start, bool) or not isinstance(start, int) or not isinstance(stop, int) \
+            or start < 0 or stop < start or (start == 0 and stop != 0):
+        raise UsageError(explain(
+            "TensorBoard profile_batch", profile_batch,
+            "must be a non-negative integer or a pair of positive integers "
+            "(start, stop) with start <= stop",
+            "pass e.g. profile_batch=2 or profile_batch=(10, 20), or 0 for no profile"))
+    return start, stop
+
+
+def _activities() -> list[Any]:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return activities

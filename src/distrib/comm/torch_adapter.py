@@ -208,15 +208,17 @@ def _check_grad_scaler() -> None:
 
 
 def replicate(module: nn.Module, group: Any, *, device_id: torch.device | None = None,
-              bucket_cap_mb: float | None = None, reduction: ReductionState | None = None
-              ) -> nn.parallel.DistributedDataParallel:
+              bucket_cap_mb: float | None = None, reduction: ReductionState | None = None,
+              init_sync: bool = True) -> nn.parallel.DistributedDataParallel:
     """Replicate ``module`` in place over ``group`` and return the DDP instance behind it.
 
     Parameters and buffers are broadcast from the group's first rank before this returns
     (a collective: every rank of ``group`` calls it); from then on each backward pass
     all-reduces the gradients in buckets. The module keeps its class interface,
     ``forward`` and ``state_dict`` keys. Its trainable parameters are recorded with
-    ``reduction`` (pass the same state to :func:`register_comm_hook`).
+    ``reduction`` (pass the same state to :func:`register_comm_hook`). ``init_sync=False``
+    skips the broadcast, for values already equal on every rank (it writes nothing into
+    them, so a pending backward pass can still use them).
 
     Example (on every rank of an initialised process group)::
 
@@ -230,6 +232,8 @@ def replicate(module: nn.Module, group: Any, *, device_id: torch.device | None =
         kwargs["device_id"] = device_id
     if bucket_cap_mb:
         kwargs["bucket_cap_mb"] = bucket_cap_mb
+    if not init_sync:
+        kwargs["init_sync"] = False
     trainable = [p for p in module.parameters() if p.requires_grad]
     replicate_fn(module, **kwargs)
     state = replicate_fn.state(module)

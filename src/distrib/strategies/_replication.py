@@ -24,6 +24,11 @@ them local shares again: the chief keeps the sums, the other replicas zero their
 that whatever is added next and summed (by the next ``backward`` or at the step) is
 counted once.
 
+A module with lazy parameters (``nn.LazyLinear``, Keras' ``Dense(64)`` habit) is
+replicated after its first forward pass, which creates them: the values it holds are
+the chief's from the start, those a lazy layer creates are broadcast before it uses
+them, and the first batch's gradients are summed at the optimizer step.
+
 A module class can opt out of being a root — its children are replicated
 instead — by setting ``_distrib_transparent = True`` (wrappers that call their
 children directly).
@@ -48,13 +53,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.nn.modules.lazy import LazyModuleMixin
+from torch.nn.parameter import is_lazy
 
 from distrib.comm import collectives, torch_adapter
 from distrib.errors import UsageError, explain
 from distrib.strategies._scope_tracker import Gather, untracked
 
 __all__ = ["mark_replicated", "replicate_module", "is_replicated",
-           "replicated_parameters", "keeps_in_sync"]
+           "replicated_parameters", "keeps_in_sync", "lazy_parts", "ChiefValuesWhenCreated"]
 
 # id(parameter) -> weak reference, for every parameter of a module replicate_module set up
 # over a group (its value is the chief's; its gradient is summed by backward or at a step).
@@ -217,19 +224,25 @@ class _grad_strides_quiet(warnings.catch_warnings):
 
 def replicate_module(module: nn.Module, device: torch.device, group: Any,
                      bucket_cap_mb: float | None,
-                     guard: Callable[[str], Any], all_gather: Gather | None = None) -> None:
+                     guard: Callable[[str], Any], all_gather: Gather | None = None,
+                     init_sync: bool = True) -> None:
     """Move ``module`` to ``device`` and attach SUM gradient all-reduce over ``group``.
 
     ``group`` None (one replica) only moves the module.  A module already replicated
     is refreshed instead: parameters added or replaced since, or a changed set of
     trainable parameters, rebuild its reducer (every replica must call it).
     ``all_gather`` (the replica group's) checks that every replica trains the same set.
+    A module with lazy parameters is replicated after its first forward pass
+    (:class:`ChiefValuesWhenCreated`); ``init_sync=False`` skips the broadcast of values already equal.
     """
     reducer = getattr(module, "_distrib_reducer", None)
     if isinstance(reducer, _Reducer):
         reducer.refresh(module)
         return
-    if is_replicated(module):
+    if is_replicated(module) or "_distrib_deferred" in module.__dict__:
+        return
+    if group is not None and lazy_parts(module):
+        _defer(module, device, group, bucket_cap_mb, guard, all_gather)
         return
     module.to(device)
     params = list(module.parameters())
@@ -251,7 +264,8 @@ def replicate_module(module: nn.Module, device: torch.device, group: Any,
                 p.requires_grad_(True)
         with guard("broadcasting the initial parameters from the chief"), untracked():
             ddp = torch_adapter.replicate(module, group, device_id=device_id,
-                                          bucket_cap_mb=bucket_cap_mb, reduction=reduction)
+                                          bucket_cap_mb=bucket_cap_mb, reduction=reduction,
+                                          init_sync=init_sync)
     finally:
         for p, flag in zip(params, flags):
             p.requires_grad_(flag)
@@ -264,3 +278,77 @@ def replicate_module(module: nn.Module, device: torch.device, group: Any,
     object.__setattr__(module, "_distrib_reducer", reducer)
     module.forward = functools.partial(_forward_frame, module.forward)  # type: ignore[method-assign]
     mark_replicated(module)
+
+
+def lazy_parts(module: nn.Module) -> list[nn.Module]:
+    """The submodules of ``module`` (itself included) whose parameters are still to be
+    created by their first forward pass (``nn.LazyLinear`` and the other lazy modules)."""
+    return [m for m in module.modules() if is_lazy_module(m)]
+
+
+def is_lazy_module(module: nn.Module) -> bool:
+    """Whether ``module`` still has parameters its first forward pass will create."""
+    return isinstance(module, LazyModuleMixin) and module.has_uninitialized_params()
+
+
+class ChiefValuesWhenCreated:
+    """Give every replica the chief's values of ``module``, lazy parameters included.
+
+    The values ``module`` holds are broadcast from the chief now; a lazy submodule's are
+    broadcast as soon as its first forward pass creates them, before it computes with
+    them.  ``then(module)`` runs when a forward pass of ``module`` ends with nothing
+    left to create.  Every replica must set it up at the same point.
+
+    Example::
+
+        ChiefValuesWhenCreated(net, group, guard, then=None)   # net has an nn.LazyLinear
+        net(x)      # creates the LazyLinear's weight, the chief's on every replica
+    """
+
+    def __init__(self, module: nn.Module, group: Any, guard: Callable[[str], Any],
+                 then: Callable[[nn.Module], None] | None) -> None:
+        self.group, self.guard, self.then = group, guard, then
+        self.chief = dist.get_global_rank(group, 0)
+        self.done: set[int] = set()
+        self.broadcast([t for t in (*module.parameters(), *module.buffers()) if not is_lazy(t)])
+        _note_in_sync(list(module.parameters()))
+        self.handles = [m.register_forward_pre_hook(self.created) for m in lazy_parts(module)]
+        self.handles.append(module.register_forward_hook(self.forward_done))
+        module.__dict__["_distrib_deferred"] = self
+
+    def broadcast(self, tensors: list[torch.Tensor]) -> None:
+        with torch.no_grad(), self.guard("broadcasting the initial parameters from the chief"):
+            for t in tensors:
+                dist.broadcast(t, src=self.chief, group=self.group)
+
+    def created(self, module: nn.Module, args: Any) -> None:
+        """After a lazy submodule's own hook created its parameters: the chief's values."""
+        if id(module) in self.done or is_lazy_module(module):
+            return
+        self.done.add(id(module))
+        self.broadcast([*module.parameters(recurse=False), *module.buffers(recurse=False)])
+
+    def forward_done(self, module: nn.Module, args: Any, output: Any) -> None:
+        if lazy_parts(module):
+            return  # a branch that did not run: wait for the forward pass that creates it
+        for handle in self.handles:
+            handle.remove()
+        del module.__dict__["_distrib_deferred"]
+        if self.then is not None:
+            self.then(module)
+
+
+def _defer(module: nn.Module, device: torch.device, group: Any,
+           bucket_cap_mb: float | None, guard: Callable[[str], Any],
+           all_gather: Gather | None) -> None:
+    """Replicate ``module`` when its first forward pass has created its lazy parameters.
+
+    No second broadcast then (that pass's backward still needs the values untouched);
+    the gradients of that first batch, which no reducer saw, are summed at the
+    optimizer step (``_gradient_sync``).
+    """
+    module.to(device)
+
+    def replicate(m: nn.Module) -> None:
+        replicate_module(m, device, group, bucket_cap_mb, guard, all_gather, init_sync=False)
+    ChiefValuesWhenCreated(module, group, guard, replicate)

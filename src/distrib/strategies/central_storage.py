@@ -36,7 +36,11 @@ from distrib.strategies._processes import (
     parse_devices,
     select_devices,
 )
-from distrib.strategies._replication import mark_replicated
+from distrib.strategies._replication import (
+    ChiefValuesWhenCreated,
+    lazy_parts,
+    mark_replicated,
+)
 from distrib.strategies.base import Strategy, StrategyExtended
 
 __all__ = ["CentralStorageStrategy"]
@@ -99,7 +103,10 @@ class CentralStorageExtended(StrategyExtended):
         if any(ref() is module for ref in self._modules):
             return
         module.to(self._device)
-        self._broadcast(self._states(module))  # every replica starts from the chief's values
+        if self._comm is not None and lazy_parts(module):  # values made by the first batch
+            ChiefValuesWhenCreated(module, self._comm.group, self._guard, then=None)
+        else:
+            self._broadcast(self._states(module))  # every replica starts from the chief's
         self._modules = [ref for ref in self._modules if ref() is not None]
         self._modules.append(weakref.ref(module))
         self._setups += 1

@@ -20,6 +20,8 @@ Routes:
   func_grad       torch.func.grad over functional_call, assigned to p.grad
   two_optimizers  one backward(), then two optimizers over disjoint layers step
                   (gradients already summed must not be summed again)
+  lazy            the first layer an nn.LazyLinear (created by the first batch), backward()
+                  (not under parameter_server or tpu)
 
 ``parameter_server`` runs every step as one closure scheduled on the only worker (its
 replica holds the global batch).
@@ -38,11 +40,12 @@ import distrib
 GLOBAL_BATCH = 8
 STEPS = 3
 ROUTES = ("backward", "autograd_grad", "hand_set", "accumulate", "mixed", "func_grad",
-          "two_optimizers")
+          "two_optimizers", "lazy")
 
 
-def build() -> nn.Sequential:
-    return nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).double()
+def build(route: str) -> nn.Sequential:
+    first = nn.LazyLinear(5) if route == "lazy" else nn.Linear(6, 5)
+    return nn.Sequential(first, nn.Tanh(), nn.Linear(5, 3)).double()
 
 
 def data() -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,7 +79,7 @@ def hand_gradients(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[tor
 def step(route: str, net: nn.Module, opts: list[torch.optim.Optimizer], x: torch.Tensor,
          y: torch.Tensor) -> None:
     params = list(net.parameters())
-    if route in ("backward", "two_optimizers"):
+    if route in ("backward", "two_optimizers", "lazy"):
         loss_of(net(x), y).backward()
     elif route == "autograd_grad":
         for p, g in zip(params, torch.autograd.grad(loss_of(net(x), y), params)):
@@ -137,15 +140,20 @@ def train(strategy: distrib.Strategy, route: str, kind: str) -> dict[str, torch.
             lambda c: c.replica_id_in_sync_group))[0]
     torch.manual_seed(100 + 1000 * int(rid))
     with strategy.scope():
-        net = build()
+        net = build(route)
         opts = optimizers(net, route)
     x, y = data()
     if kind == "parameter_server":
         return _train_on_coordinator(strategy, route, net, opts, x, y)
-    device = strategy.extended.replica_group.device
-    per_replica = GLOBAL_BATCH // strategy.extended.replica_group.num_replicas_in_sync
+    group = strategy.extended.replica_group
+    device, place = group.device, group.place_batch
+    per_replica = GLOBAL_BATCH // group.num_replicas_in_sync
     for i in range(STEPS):
         start = i * GLOBAL_BATCH
+        if place is not None:  # one program drives every device (TPU): the whole batch
+            rows = slice(start, start + GLOBAL_BATCH)
+            strategy.run(step, args=(route, net, opts, place(x[rows]), place(y[rows])))
+            continue
 
         def shard(ctx: Any, t: torch.Tensor, start: int = start) -> torch.Tensor:
             lo = start + ctx.replica_id_in_sync_group * per_replica
@@ -176,6 +184,8 @@ def main() -> None:
     strategy = make_strategy(kind)
     results: dict[str, torch.Tensor] = {}
     for route in ROUTES:
+        if route == "lazy" and kind in ("parameter_server", "tpu"):
+            continue
         for k, v in train(strategy, route, kind).items():
             results[f"{route}/{k}"] = v
     if strategy.extended.should_checkpoint:

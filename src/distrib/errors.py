@@ -83,6 +83,37 @@ class CollectiveTimeoutError(PeerLostError):
     """A collective did not complete within ``CommunicationOptions.timeout_seconds``."""
 
 
+class ReplicaFailedError(PeerLostError):
+    """Another replica raised an exception inside a collective call (``fit``, a step), so
+    this replica stopped too.
+
+    Attributes:
+        replica: the failed replica's rank.
+        original: ``"<ExceptionType>: <first line of its message>"``.
+    """
+
+    def __init__(self, message: str, lost: list[str] | None = None, replica: int = -1,
+                 original: str = "") -> None:
+        super().__init__(message, lost)
+        self.replica = replica
+        self.original = original
+
+
+class UnmatchedCallError(DistribError, RuntimeError):
+    """A collective call (``evaluate``, ``predict``, ``save``...) was made on some replicas
+    only: another replica ended its program without making it.
+
+    Attributes:
+        replica: the rank of the replica that did not make the call.
+        call: the call (``"Model.evaluate"``).
+    """
+
+    def __init__(self, message: str, replica: int = -1, call: str = "") -> None:
+        super().__init__(message)
+        self.replica = replica
+        self.call = call
+
+
 class DataError(DistribError, ValueError):
     """A dataset cannot be used the way it was asked (bad batch size, sharding, ...)."""
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime
+import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -31,9 +33,17 @@ import torch.distributed as dist
 
 from distrib.cluster.local_launch import configure_engine_environment
 from distrib.cluster.plan import ProcessPlan
+from distrib.comm import failures
 from distrib.comm.ops import CommunicationImplementation, CommunicationOptions
 from distrib.comm.rendezvous import connect_store, host_store
-from distrib.errors import CollectiveTimeoutError, PeerLostError, UsageError, explain
+from distrib.errors import (
+    CollectiveTimeoutError,
+    DistribError,
+    PeerLostError,
+    UnmatchedCallError,
+    UsageError,
+    explain,
+)
 
 __all__ = ["Communicator", "ensure_no_group"]
 
@@ -63,6 +73,31 @@ def ensure_no_group(what: str, value: object) -> None:
             "(the default process group exists), and a process belongs to one replica group",
             "create the multi-replica strategy once and reuse that object (pass it around, "
             "or get it back with distrib.get_strategy() inside its scope)"))
+
+
+def _close_connections(keep_port: int) -> None:
+    """Shut down this process's connected TCP sockets, except those to or from
+    ``keep_port`` (Linux; elsewhere nothing is done)."""
+    folder = "/proc/self/fd"
+    if not os.path.isdir(folder):
+        return
+    for name in os.listdir(folder):
+        try:
+            if not os.readlink(os.path.join(folder, name)).startswith("socket:"):
+                continue
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except (OSError, ValueError):
+            continue
+        with sock:
+            try:
+                if sock.type != socket.SOCK_STREAM or \
+                        sock.family not in (socket.AF_INET, socket.AF_INET6):
+                    continue
+                peer, local = sock.getpeername(), sock.getsockname()
+                if keep_port not in (peer[1], local[1]):
+                    sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # not connected (a listening socket)
+                continue
 
 
 class Communicator:
@@ -141,6 +176,8 @@ class Communicator:
                 world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=self.timeout))
         self.group = dist.group.WORLD
+        failures.attach(self.store, self.rank, self.world_size, self.plan.describe_rank,
+                        self.abort)
         self._start_heartbeat()
         # Leave the group before the interpreter tears down torch's threads.
         atexit.register(self.shutdown)
@@ -181,6 +218,7 @@ class Communicator:
             while not self._hb_stop.is_set():
                 try:
                     hb_store.add(f"{prefix}{self.rank}", 1)
+                    failures.watch(hb_store)  # a failure another replica reported
                 except Exception as exc:  # store gone: the chief hosting it is lost
                     self._hb_error = exc
                     return
@@ -204,8 +242,25 @@ class Communicator:
                     backend="gloo", timeout=datetime.timedelta(seconds=self.timeout))
         return self._io_group
 
+    def abort(self) -> None:
+        """End this process's side of the group now: its pending and later collectives
+        fail, and so do those of the other replicas waiting for it (a replica that
+        raised does this, so that the others stop within seconds)."""
+        group = self.group
+        if group is None:
+            return
+        with contextlib.suppress(Exception):
+            group.abort()
+        # gloo's abort leaves its connections open (and a module's DDP keeps the group
+        # alive), so the peers would wait out the timeout: close them here.  Only the
+        # rendezvous store's connections stay (the others read what happened there).
+        port = getattr(self.store, "port", None)
+        _close_connections(keep_port=int(port) if port is not None else -1)
+
     def shutdown(self) -> None:
         """Stop the heartbeat and leave the group (idempotent)."""
+        if self.group is not None:
+            failures.publish_end()  # how this program ended, for a replica still in a call
         self._hb_stop.set()
         if self._hb_thread is not None:
             # Wait out a store call in flight (bounded by its own timeout): a thread still
@@ -225,6 +280,7 @@ class Communicator:
             time.sleep(_ENGINE_SETTLE_SECONDS)
         self.group = None
         self._io_group = None
+        failures.detach()
 
     # ------------------------------------------------------------- diagnosis
     def lost_ranks(self) -> list[int] | None:
@@ -246,7 +302,10 @@ class Communicator:
             return None
         return [r for r in range(self.world_size) if r != self.rank and first[r] == second[r]]
 
-    def _diagnose(self, what: str, exc: BaseException) -> PeerLostError:
+    def _diagnose(self, what: str, exc: BaseException) -> DistribError:
+        told = failures.peer_error(what)  # another replica raised, or ended without the call
+        if told is not None:
+            return told
         lost = self.lost_ranks()
         me = self.plan.describe_rank(self.rank)
         if lost is None and not self.plan.store_is_external and self.rank != 0:
@@ -277,7 +336,7 @@ class Communicator:
         """Run a block of collectives, turning engine failures into :class:`PeerLostError`."""
         try:
             yield
-        except PeerLostError:
+        except (PeerLostError, UnmatchedCallError):
             raise
         except dist.DistError as exc:
             raise self._diagnose(what, exc) from exc

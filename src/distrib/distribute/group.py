@@ -119,6 +119,71 @@ class ReplicaGroupInfo:
         """Whether this replica is the chief's first replica (global replica 0)."""
         return self.replica_id == 0
 
+    # ----------------------------------------------- collective decisions
+    # The one vocabulary of decisions the replicas take together: each is one small
+    # all-reduce (nothing on a group of one) and gives the same answer on every replica.
+
+    def any(self, flag: bool) -> bool:
+        """True on every replica when ``flag`` is True on any.
+
+        Example:
+            >>> ReplicaGroupInfo.single().any(True)
+            True
+        """
+        if self.num_replicas_in_sync == 1:
+            return bool(flag)
+        t = self.all_reduce_sum(torch.tensor([1 if flag else 0], dtype=torch.int64))
+        return bool(int(t[0]) > 0)
+
+    def count(self, n: int) -> int:
+        """The sum of ``n`` over the replicas (rows of a step, replicas that agree...).
+
+        Example:
+            >>> ReplicaGroupInfo.single().count(3)
+            3
+        """
+        if self.num_replicas_in_sync == 1:
+            return int(n)
+        return int(self.all_reduce_sum(torch.tensor([int(n)], dtype=torch.int64))[0])
+
+    def each(self, values: Sequence[int]) -> list[list[int]]:
+        """Every replica's ``values`` (ints of the same length on all), by replica id: one
+        all-reduce of R slots.
+
+        Example:
+            >>> ReplicaGroupInfo.single().each([4, 7])
+            [[4, 7]]
+        """
+        r = self.num_replicas_in_sync
+        if r == 1:
+            return [[int(v) for v in values]]
+        vec = torch.zeros((r, len(values)), dtype=torch.int64)
+        vec[self.replica_id] = torch.tensor([int(v) for v in values], dtype=torch.int64)
+        return [[int(v) for v in row] for row in self.all_reduce_sum(vec).tolist()]
+
+    def chief_value(self, value: int) -> int:
+        """The chief's ``value`` on every replica (a seed, the chief's clock).
+
+        Example:
+            >>> ReplicaGroupInfo.single().chief_value(42)
+            42
+        """
+        if self.num_replicas_in_sync == 1:
+            return int(value)
+        mine = int(value) if self.replica_id == 0 else 0
+        return int(self.all_reduce_sum(torch.tensor([mine], dtype=torch.int64))[0])
+
+    def digest_equal(self, digest: int) -> list[int]:
+        """The replica ids whose ``digest`` differs from the chief's (empty when every
+        replica has the same), the same list on every replica.
+
+        Example:
+            >>> ReplicaGroupInfo.single().digest_equal(123)
+            []
+        """
+        every = self.each([digest])
+        return [r for r, (d,) in enumerate(every) if d != every[0][0]]
+
 
 class ExtendedLike(Protocol):
     """What layers below the strategies use of ``strategy.extended``.

@@ -41,6 +41,7 @@ from distrib.distribute.group import ReplicaGroupInfo
 from distrib.distribute.values import wrap_nest
 from distrib.errors import DataError, UsageError, explain
 from distrib.input.context import InputOptions
+from distrib.input.digest import checked_step
 from distrib.input.plan import NO_ROWS, StepPlan
 
 __all__ = ["DistributedDataset", "DistributedIterator", "Optional"]
@@ -158,6 +159,13 @@ class DistributedDataset:
         total = self._plan.total_steps(fewest=_ends_with_first_replica(self._plan, self._group))
         return UNKNOWN if total is None else total
 
+    @property
+    def fingerprinted(self) -> bool:
+        """Whether its iterators fingerprint global batches (several replicas splitting
+        batches of one shared pipeline; see ``distrib.input.digest``)."""
+        return self._group.num_replicas_in_sync > 1 and self._plan.shared \
+            and self._plan.mode in ("split", "pieces", "rebatch")
+
     def __iter__(self) -> DistributedIterator:
         it = DistributedIterator(self, self._epoch, self._start)
         self._epoch += 1
@@ -236,6 +244,10 @@ class DistributedIterator(Iterator[Any]):
         self._enable_get_next_as_optional = _partial_batch_handling(self._plan, self._group)
         self._fewest = _ends_with_first_replica(self._plan, self._group)
         self._total = self._agree_on_total()
+        # Fingerprints of global batches that every replica splits (see input.digest).
+        self._digests: dict[int, int] | None = {} if dataset.fingerprinted else None
+        self._start = start
+        self._digest: int | None = None
         self._start_host()
 
     # ------------------------------------------------------------ set-up
@@ -261,10 +273,10 @@ class DistributedIterator(Iterator[Any]):
 
     def _start_host(self) -> None:
         ctx = Ctx(epoch=self._epoch, run_seed=self._ds._seed)
-        plan, start, pin = self._plan, self._pos, self._on_gpu
+        plan, start, pin, digests = self._plan, self._pos, self._on_gpu, self._digests
 
         def produce() -> Iterator[Any]:
-            for batch in plan.items(ctx, start):
+            for batch in plan.items(ctx, start, digests):
                 yield _pin(batch) if pin else batch
         self._host = PrefetchIterator(produce, _HOST_BUFFER, name="distrib-input")
         self._staged.clear()
@@ -314,10 +326,21 @@ class DistributedIterator(Iterator[Any]):
         if has and local is not NO_ROWS:
             self._template = local
         batch = local if has and local is not NO_ROWS else self._empty()
+        if self._digests is not None:  # -1: a checked step without a batch here
+            self._digest = (self._digests.pop(self._pos, -1) if has else -1) \
+                if checked_step(self._pos, self._start) else None
         self._pos += 1
         if self._place is not None:
             batch = self._place(batch)
         return wrap_nest(batch) if self._group.wrap_per_replica else batch
+
+    @property
+    def global_digest(self) -> int | None:
+        """The fingerprint of the global batch the last ``next()`` took its part of, on the
+        steps where it is taken (:func:`~distrib.input.digest.checked_step`, counted from
+        where this iterator started) when the replicas share the source; -1 on such a step
+        without a batch; else None.  Every replica has one on the same steps."""
+        return self._digest
 
     def get_next(self) -> Any:
         """The next batch (``next(iterator)``)."""
@@ -376,6 +399,8 @@ class DistributedIterator(Iterator[Any]):
         self._epoch, self._pos, self._finished = epoch, position, False
         self._template = None
         self._total = self._agree_on_total()
+        self._digests = {} if self._ds.fingerprinted else None
+        self._start, self._digest = position, None
         self._start_host()
 
 

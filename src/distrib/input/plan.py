@@ -42,6 +42,7 @@ from distrib.data import _nest
 from distrib.data._plan import BatchRef, Ctx
 from distrib.data.dataset import Dataset
 from distrib.data.options import INFINITE, UNKNOWN
+from distrib.input.digest import checked_step, digest_of
 
 __all__ = ["StepPlan", "piece_bounds", "rebatch_slices", "NO_ROWS"]
 
@@ -257,11 +258,17 @@ class StepPlan:
         return None if total == UNKNOWN else total
 
     # ----------------------------------------------------------------- items
-    def items(self, ctx: Ctx, start: int) -> Iterator[Any]:
-        """This replica's batches from step ``start`` on; ends when its share ends."""
+    def items(self, ctx: Ctx, start: int, digests: dict[int, int] | None = None
+              ) -> Iterator[Any]:
+        """This replica's batches from step ``start`` on; ends when its share ends.
+
+        With ``digests``, the fingerprint of the global batch that every replica splits
+        (``split`` and ``pieces`` modes) is put there for the steps that
+        :func:`~distrib.input.digest.checked_step` picks, keyed by step.
+        """
         reader = _Reader(self.dataset, ctx)
         if self.mode == "rebatch":
-            yield from self._rebatched(reader, start)
+            yield from self._rebatched(reader, start, digests if self.shared else None)
             return
         s = start
         while True:
@@ -275,6 +282,10 @@ class StepPlan:
             if piece < 0:
                 yield item.materialize() if isinstance(item, BatchRef) else item
             else:
+                if digests is not None and self.shared and checked_step(s, start):
+                    if isinstance(item, BatchRef):
+                        item = item.materialize()
+                    digests[s] = digest_of(item)
                 yield _rows(item, *piece_bounds(_size(item), self.num_replicas, piece))
             s += 1
 
@@ -299,15 +310,18 @@ class StepPlan:
             return q // self.num_replicas, q % self.num_replicas
         return s, self.worker_index + self.local_replica_id * self.num_workers
 
-    def _rebatched(self, reader: _Reader, start: int) -> Iterator[Any]:
+    def _rebatched(self, reader: _Reader, start: int, digests: dict[int, int] | None = None
+                   ) -> Iterator[Any]:
         held: dict[int, Any] = {}
 
         def batch_size(k: int) -> int | None:
             item = reader.get(k)
             if item is _END:
                 return None
-            if isinstance(item, BatchRef) and item.post:
+            if isinstance(item, BatchRef) and (item.post or (digests is not None and k == 0)):
                 item = item.materialize()   # map once, then slice
+            if digests is not None and k == 0:  # the pipeline's first batch: every replica's
+                digests[start] = digest_of(item)
             held[k] = item
             return _size(item)
 

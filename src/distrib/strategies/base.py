@@ -84,8 +84,10 @@ class Strategy:
             self._extended._enter_scope()
             try:
                 yield self
-            finally:
-                self._extended._exit_scope()
+            except BaseException:  # no collective while unwinding: a peer may be mid-step
+                self._extended._exit_scope(agree=False)
+                raise
+            self._extended._exit_scope()
 
     # ----------------------------------------------------------------- run
     def run(self, fn: Callable[..., Any], args: Any = (), kwargs: dict[str, Any] | None = None,

@@ -415,9 +415,9 @@ class ParameterServerStrategyExtended(StrategyExtended):
         if self._role == "chief":
             super()._enter_scope()
 
-    def _exit_scope(self) -> None:
+    def _exit_scope(self, agree: bool = True) -> None:
         if self._role == "chief":
-            super()._exit_scope()
+            super()._exit_scope(agree)
 
 
 def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from distrib import nest
+from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training import losses as losses_mod
 from distrib.training import metrics as metrics_mod
@@ -254,16 +255,37 @@ class LossesContainer:
             m.reset_state()
 
     def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None,
-                 global_rows: int | None = None, num_replicas: int = 1) -> torch.Tensor:
+                 global_rows: int | None = None, num_replicas: int | None = None,
+                 regularization_losses: Any = None) -> torch.Tensor:
         """This replica's training loss; updates the trackers.
 
+        Called as Keras 2's ``self.compiled_loss(y, y_pred, sample_weight,
+        regularization_losses=self.losses)`` inside a replica step, the loss is scaled
+        for the global batch as TensorFlow scales it: each replica's share, so that the
+        gradients summed over the replicas equal one device's on the whole batch.
+
         Args:
-            global_rows: examples in this step over all replicas (None: this
-                replica's rows times ``num_replicas``).
+            global_rows: examples in this step over all replicas (None: from the
+                replica context, as ``compute_loss`` finds it).
+            num_replicas: replicas in sync (None: from the replica context).
+            regularization_losses: scalar losses added once per step (Keras'
+                ``model.losses``), divided by the number of replicas as TF does.
         """
+        if num_replicas is None:  # called in a custom train_step: as compute_loss finds it
+            global_rows, num_replicas = _step_rows(y_true, y_pred, global_rows)
         if self._names is None:
             self._build(y_pred)
         assert self._names is not None and self._total is not None
+        regs = [regularization_losses] if isinstance(regularization_losses, torch.Tensor) \
+            else list(regularization_losses or ())
+        if regs:
+            main = self(y_true, y_pred, sample_weight, global_rows, num_replicas)
+            extra = torch.stack([torch.as_tensor(r, dtype=main.dtype, device=main.device)
+                                 .reshape(()) for r in regs]).sum()
+            # Logged as Keras logs it: part of every example's loss.
+            self._total.add(0, extra.detach(), 0.0,
+                            float(rows_of(y_pred if y_true is None else y_true)))
+            return main + extra / num_replicas
         if isinstance(y_pred, torch.Tensor) and len(self._losses) == 1 \
                 and self._losses[0] is not None:  # one output: no per-output split
             return self._one(0, self._losses[0], y_true, y_pred, sample_weight, global_rows,
@@ -318,22 +340,29 @@ class LossesContainer:
                 f"{loss.name!r} ({e})", "give targets the shape of the model's output (class "
                 "ids for a sparse loss), or change the output layer")) from e
         # This runs at every training step: one tracker update, then the scale.
+        track = scale
         if loss.reduction == Reduction.SUM:
             count = 1.0 / num_replicas
             factor = self._weights[i] * scale
         else:
             rows = y_pred.shape[0] if y_pred.dim() else 1  # rows_of() of a tensor
+            if not rows and n:  # a loss of one value per batch, on an empty part: NaN
+                value, n = y_pred.sum() * 0.0, 0  # nothing to count; zero gradients
             denominator = (global_rows if global_rows is not None else rows * num_replicas) \
                 * (n / rows if rows else 1.0)
-            count = float(n)
+            # Keras' tracker: the batch's mean loss weighted by its rows (a loss returning
+            # one value per batch counts as many times as the batch has rows).
+            count = float(rows) if n else 0.0
+            if n and n != rows:
+                track = scale * rows / n
             factor = self._weights[i] * scale / denominator if n and denominator else 0.0
         assert self._total is not None
         if in_step:
-            self._total.add_in_step(i, value, count, scale)
+            self._total.add_in_step(i, value, count, track)
         else:
-            self._total.add(i, value, count, scale)
+            self._total.add(i, value, count, track)
         if self._per_output:
-            self._per_output[i].update_sum(value, count, scale)
+            self._per_output[i].update_sum(value, count, track)
         return value if factor == 1.0 else value * factor  # value * 0.0 when nothing counts
 
 
@@ -458,6 +487,18 @@ def _name_metrics(output: str | None, plain: list[Metric], weighted: list[Metric
                                      "give them distinct names"))
         m.name = name
         taken.add(name)
+
+
+def _step_rows(y_true: Any, y_pred: Any, global_rows: int | None) -> tuple[int | None, int]:
+    """The step's global rows and replicas from the replica context (as
+    ``Model.compute_loss`` finds them); one replica outside a replica step."""
+    ctx = context.get_replica_context()
+    if ctx is None:
+        return global_rows, 1
+    replicas = int(ctx.strategy.extended.replica_group.num_replicas_in_sync)
+    if global_rows is None and replicas > 1:
+        global_rows = ctx.global_batch_size(rows_of(y_pred if y_true is None else y_true))
+    return global_rows, replicas
 
 
 def _check_loss_weights(loss_weights: Any) -> None:

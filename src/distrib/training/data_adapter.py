@@ -410,6 +410,11 @@ class DataHandler:
             step += 1
         self._end_of_epoch()
 
+    def global_digest(self) -> int | None:
+        """The fingerprint of the global batch of the step just yielded, on the steps where
+        the replicas compare it (``distrib.input.digest``); None on the others."""
+        return getattr(self._iterator, "global_digest", None)
+
     def _end_of_epoch(self) -> None:
         if self._sequence is not None:
             self._sequence.on_epoch_end()

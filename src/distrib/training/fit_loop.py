@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from distrib import nest
+from distrib.engine import StepAgreement
 from distrib.errors import ScopeError, UsageError, explain
 from distrib.training.callbacks import CallbackList
 from distrib.training.callbacks.base import callbacks_for_run
@@ -77,6 +78,8 @@ class _Runner:
         self.dtype = first.dtype if first is not None and first.is_floating_point() else None
         self.prepared = False  # batches already on the module's device, in its dtype
         self.class_weights: torch.Tensor | None = None  # fit's, for batches of a dataset
+        self.handler: DataHandler | None = None  # the data of the loop running
+        self.agreement = StepAgreement(self.group)
         # The step fit runs (made when training starts: compile() may come after __init__).
         self.train_function: TrainFunction = user_step(model)
         # ``train``'s replica step, with what is the same at every step done once.
@@ -85,7 +88,15 @@ class _Runner:
     def use(self, handler: DataHandler) -> DataHandler:
         """Note whether ``handler``'s batches need no conversion; returns it."""
         self.prepared = handler.delivers(self.device)
+        self.handler = handler
         return handler
+
+    def rows(self, batch: Any, known: int | None) -> int | None:
+        """The step's global rows, agreed with the data check on the steps that have one
+        (:class:`~distrib.engine.StepAgreement`); ``known`` when given."""
+        if known is not None or self.replicas == 1 or self.handler is None:
+            return known
+        return self.agreement.rows(batch, None, self.handler.global_digest())
 
     def _prepare(self, data: Any) -> Any:
         if not self.prepared:
@@ -114,6 +125,8 @@ class _Runner:
 
     def train(self, batch: Any, known_rows: int | None) -> Any:
         """One training step; ``known_rows`` is the step's global batch size when known."""
+        if known_rows is None:
+            known_rows = self.rows(batch, None)
         return self.train_step((batch, known_rows), known_rows)
 
     def test(self, batch: Any) -> Any:
@@ -147,20 +160,9 @@ class _Runner:
         logs.update({k: v for k, v in extras.items() if k not in scalars})
         return logs
 
-    def agree(self, flag: bool) -> bool:
-        """True on every replica if ``flag`` is True on any."""
-        if self.replicas == 1:
-            return flag
-        t = self.group.all_reduce_sum(torch.tensor([1 if flag else 0], dtype=torch.int64))
-        return bool(t.item() > 0)
-
     def agreed_seed(self) -> int:
         """A random seed drawn on the chief, the same on every replica."""
-        local = int(torch.randint(0, 2 ** 31 - 1, (1,)).item())
-        if self.replicas == 1:
-            return local
-        mine = local if self.group.replica_id == 0 else 0
-        return int(self.group.all_reduce_sum(torch.tensor([mine], dtype=torch.int64)).item())
+        return int(self.group.chief_value(int(torch.randint(0, 2 ** 31 - 1, (1,)).item())))
 
 
 class _BatchLogPlan:
@@ -346,7 +348,7 @@ def _train(runner: _Runner, handler: DataHandler, val_handler: DataHandler | Non
             runner.use(handler)
             epoch_logs.update({"val_" + k: v for k, v in val_logs.items()})
         cbs.on_epoch_end(epoch, epoch_logs)
-        model.stop_training = runner.agree(model.stop_training or handler.ran_out)
+        model.stop_training = runner.group.any(model.stop_training or handler.ran_out)
         training.epoch_done(epoch)
         if model.stop_training:
             break
@@ -404,6 +406,8 @@ def _quiet_epoch(runner: _Runner, batches: Iterator[tuple[int, Any, int | None]]
     model, train = runner.model, runner.train_step
     out: Any = None
     for step, batch, rows in batches:
+        if rows is None:
+            rows = runner.rows(batch, None)
         out = train((batch, rows), rows)
         training.batch_done(step + 1)
         if model.stop_training:
@@ -481,9 +485,10 @@ def _test_loop(runner: _Runner, handler: DataHandler, cbs: CallbackList,
         while True:
             last = -1
             with runner.ext.execution():
-                for step, batch, _ in itertools.islice(batches, per_exec):
+                for step, batch, rows in itertools.islice(batches, per_exec):
                     if last < 0:
                         cbs.on_test_batch_begin(step)
+                    runner.rows(batch, rows)  # the data check, on the steps that have one
                     extras = runner.extras(runner.test(batch))
                     done, last = done + 1, step
             if last < 0:
@@ -522,9 +527,11 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
                 pending: list[Any] = []
                 last = -1
                 with runner.ext.execution():
-                    for step, batch, _ in itertools.islice(batches, model._steps_per_execution):
+                    for step, batch, rows in itertools.islice(batches,
+                                                              model._steps_per_execution):
                         if last < 0:
                             cbs.on_predict_batch_begin(step)
+                        runner.rows(batch, rows)  # the data check, as in _test_loop
                         pending.append(runner.predict(batch))
                         last = step
                 if last < 0:

@@ -54,6 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distrib import nest
 from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.class_ids import class_cross_entropy, one_hot_labels_error
@@ -88,6 +89,23 @@ def replica_means_scaled_by_caller() -> Iterator[None]:
         yield
     finally:
         _scaled_by_caller.on = previous
+
+def _share_of_global_batch(mean: torch.Tensor, like: Any) -> torch.Tensor:
+    """A compiled loss called in a replica step of several replicas (``self.loss(y,
+    y_pred)`` in a custom ``train_step``): this replica's mean weighted by its share of
+    the step's examples, as TensorFlow scales a compiled loss for the global batch, so
+    that the gradients summed over the replicas equal one device's."""
+    ctx = context.get_replica_context()
+    if ctx is None:
+        return mean
+    if int(ctx.strategy.extended.replica_group.num_replicas_in_sync) == 1:
+        return mean
+    leaf = like if isinstance(like, torch.Tensor) else next(
+        (v for v in nest.flatten(like) if isinstance(v, torch.Tensor)), None)
+    local = int(leaf.shape[0]) if leaf is not None and leaf.dim() else 1
+    global_rows = ctx.global_batch_size(local)
+    return mean * (local / global_rows) if global_rows else mean * 0.0
+
 
 EPSILON = 1e-7
 """Keras' ``backend.epsilon()``: probabilities are clipped to ``[EPSILON, 1 - EPSILON]``."""
@@ -135,6 +153,9 @@ def squeeze_or_expand(y_true: torch.Tensor, y_pred: torch.Tensor
 
 
 def _as_tensor(value: Any, like: torch.Tensor | None = None) -> torch.Tensor:
+    if value is None or isinstance(value, str):
+        raise InvalidTypeError(explain("loss argument", value, "must be a tensor, an array or "
+                                       "a number", "pass the labels and the predictions"))
     t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
     if like is not None and t.device != like.device:
         t = t.to(like.device)
@@ -151,7 +172,20 @@ def _float_pair(y_true: Any, y_pred: Any) -> tuple[torch.Tensor, torch.Tensor]:
     if not pred.is_floating_point():
         pred = pred.float()
     true = _as_tensor(y_true, pred).to(pred.dtype)
-    return squeeze_or_expand(true, pred)
+    true, pred = squeeze_or_expand(true, pred)
+    _check_shapes("y_true, y_pred shapes", true, pred)
+    return true, pred
+
+
+def _check_shapes(what: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    """TensorFlow's "Dimensions must be equal" for shapes that do not broadcast."""
+    try:
+        torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        raise UsageError(explain(what, (tuple(a.shape), tuple(b.shape)),
+                                 "Dimensions must be equal (or broadcast)",
+                                 "give labels (and sample weights) one per prediction"
+                                 )) from None
 
 
 # ----------------------------------------------------------------- functions
@@ -199,6 +233,7 @@ def categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False
     if not pred.is_floating_point():
         pred = pred.float()
     target = _as_tensor(y_true, pred).to(pred.dtype)
+    _check_shapes("y_true, y_pred shapes", target, pred)
     if label_smoothing:
         classes = pred.shape[axis]
         target = target * (1.0 - label_smoothing) + label_smoothing / classes
@@ -287,6 +322,9 @@ class Loss:
 
     def __init__(self, reduction: str = Reduction.AUTO, name: str | None = None) -> None:
         self.reduction = Reduction.validate(reduction)
+        if name is not None and not isinstance(name, str):
+            raise InvalidTypeError(explain(f"{type(self).__name__}(name)", name,
+                                           "must be a string", "pass e.g. name='loss'"))
         self.name = name or _snake(type(self).__name__)
         # True once compile() owns the loss: fit scales it for the global batch itself.
         self._allow_sum_over_batch_size = False
@@ -309,6 +347,7 @@ class Loss:
         weight, values = squeeze_or_expand(weight, values)
         while weight.dim() < values.dim():
             weight = weight.unsqueeze(-1)
+        _check_shapes("sample_weight, loss shapes", weight, values)
         return values * weight
 
     def batch_loss(self, y_true: Any, y_pred: Any, sample_weight: Any = None
@@ -350,7 +389,10 @@ class Loss:
         total = values.sum()
         if self.reduction == Reduction.SUM:
             return total
-        return total / max(values.numel(), 1)
+        mean = total / max(values.numel(), 1)
+        if self._allow_sum_over_batch_size and not getattr(_scaled_by_caller, "on", False):
+            return _share_of_global_batch(mean, y_pred if y_true is None else y_true)
+        return mean
 
     def get_config(self) -> dict[str, Any]:
         """The constructor arguments of this loss."""
@@ -359,6 +401,30 @@ class Loss:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
         return f"{type(self).__name__}({args})"
+
+
+def _check_loss_arguments(loss: str, kwargs: dict[str, Any]) -> None:
+    """Refuse the keyword arguments of a built-in loss that would compute nonsense."""
+    def bad(name: str, rule: str, fix: str) -> UsageError:
+        return UsageError(explain(f"{loss}({name})", kwargs[name], rule, fix))
+
+    def number(value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, (int, float))
+
+    if "from_logits" in kwargs and not isinstance(kwargs["from_logits"], bool):
+        raise bad("from_logits", "must be True or False", "pass from_logits=True for scores")
+    smoothing = kwargs.get("label_smoothing", 0.0)
+    if not number(smoothing) or not 0 <= smoothing <= 1:
+        raise bad("label_smoothing", "must be a number in [0, 1]", "pass e.g. 0.1, or 0")
+    axis = kwargs.get("axis", -1)
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise bad("axis", "must be an int", "pass axis=-1 (the class axis)")
+    delta = kwargs.get("delta", 1.0)
+    if not number(delta) or not 0 < delta < float("inf"):
+        raise bad("delta", "must be a positive number", "pass e.g. delta=1.0")
+    ignore = kwargs.get("ignore_class")
+    if ignore is not None and (isinstance(ignore, bool) or not isinstance(ignore, int)):
+        raise bad("ignore_class", "must be an int or None", "pass the class id to ignore")
 
 
 class LossFunctionWrapper(Loss):
@@ -373,6 +439,7 @@ class LossFunctionWrapper(Loss):
     def __init__(self, fn: Callable[..., torch.Tensor], reduction: str = Reduction.AUTO,
                  name: str | None = None, **kwargs: Any) -> None:
         super().__init__(reduction, name or getattr(fn, "__name__", "loss"))
+        _check_loss_arguments(type(self).__name__, kwargs)
         self.fn = fn
         self._fn_kwargs = kwargs
 

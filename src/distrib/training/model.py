@@ -56,6 +56,7 @@ from torch import nn
 from distrib import nest
 from distrib.comm import torch_adapter
 from distrib.distribute import context
+from distrib.engine import collective_call
 from distrib.errors import ContextError, InvalidTypeError, ScopeError, UsageError, explain
 from distrib.mixed_precision import LossScaleOptimizer, Policy, global_policy
 from distrib.training import fit_loop, jit, model_io, on_batch, saving, train_function
@@ -231,6 +232,8 @@ class Model(nn.Module):
         """
         if training is not None and self.training != bool(training):
             self.train(bool(training))
+        if self.__dict__.get("_added_losses"):  # the losses of the previous call
+            self.__dict__["_added_losses"] = []
         if self._plain_call and self._compiled_call is None and not args and not kwargs:
             module = self._modules.get("module")
             if module is not None and torch_adapter.calls_forward_directly(self):
@@ -290,6 +293,10 @@ class Model(nn.Module):
         if unknown:
             raise UsageError(explain("compile() arguments", sorted(unknown), "are not "
                                      "arguments of compile", "remove them"))
+        for name, flag in (("jit_compile", jit_compile), ("run_eagerly", kwargs.get("run_eagerly"))):
+            if flag is not None and not isinstance(flag, bool) and flag != "auto":
+                raise UsageError(explain(name, flag, "must be True, False or None",
+                                         f"pass {name}=True or {name}=False"))
         if kwargs.get("run_eagerly") and jit_compile:
             raise UsageError(explain("jit_compile", jit_compile, "You cannot enable "
                                      "`run_eagerly` and `jit_compile` at the same time",
@@ -392,6 +399,23 @@ class Model(nn.Module):
     def get_metrics_result(self) -> dict[str, float]:
         """The current metric results (global values under a strategy)."""
         return dict(MetricResults(self))
+
+    # ------------------------------------------------------ added losses
+    @property
+    def losses(self) -> list[torch.Tensor]:
+        """Keras' ``model.losses``: the scalar losses :meth:`add_loss` added during the
+        last call of the model (none unless the model adds some).
+
+        Example (a custom ``train_step`` in Keras 2's style)::
+
+            loss = self.compiled_loss(y, y_pred, regularization_losses=self.losses)
+        """
+        return list(self.__dict__.get("_added_losses", ()))
+
+    def add_loss(self, loss: torch.Tensor) -> None:
+        """Add a scalar loss (a regularisation term) from :meth:`call`; it is in
+        :attr:`losses` until the model is called again."""
+        self.__dict__.setdefault("_added_losses", []).append(loss)
 
     # -------------------------------------------------------- steps
     def compute_loss(self, x: Any = None, y: Any = None, y_pred: Any = None,
@@ -519,15 +543,15 @@ class Model(nn.Module):
             history.history["val_loss"]
         """
         self._assert_compiled("training/testing. Use `model.compile(optimizer, loss)`")
-        self._enter("fit")
-        return fit_loop.fit(self, x=x, y=y, batch_size=batch_size, epochs=epochs,
-                            verbose=verbose, callbacks=callbacks,
-                            validation_split=validation_split, validation_data=validation_data,
-                            shuffle=shuffle, initial_epoch=initial_epoch,
-                            steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
-                            validation_freq=validation_freq, sample_weight=sample_weight,
-                            validation_batch_size=validation_batch_size,
-                            class_weight=class_weight)
+        with collective_call("Model.fit"):
+            self._enter("fit")
+            return fit_loop.fit(
+                self, x=x, y=y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+                callbacks=callbacks, validation_split=validation_split,
+                validation_data=validation_data, shuffle=shuffle, initial_epoch=initial_epoch,
+                steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+                validation_freq=validation_freq, sample_weight=sample_weight,
+                validation_batch_size=validation_batch_size, class_weight=class_weight)
 
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None,
                  verbose: int | str = "auto", sample_weight: Any = None,
@@ -540,10 +564,14 @@ class Model(nn.Module):
             loss, acc = model.evaluate(x_test, y_test, batch_size=256)
         """
         self._assert_compiled("training/testing. Use `model.compile(optimizer, loss)`")
-        self._enter("evaluate")
-        return fit_loop.evaluate(self, x=x, y=y, batch_size=batch_size, verbose=verbose,
-                                 sample_weight=sample_weight, steps=steps, callbacks=callbacks,
-                                 return_dict=return_dict)
+        if not isinstance(return_dict, bool):
+            raise UsageError(explain("return_dict", return_dict, "must be True or False",
+                                     "pass return_dict=True for a dict of the metrics"))
+        with collective_call("Model.evaluate"):
+            self._enter("evaluate")
+            return fit_loop.evaluate(self, x=x, y=y, batch_size=batch_size, verbose=verbose,
+                                     sample_weight=sample_weight, steps=steps,
+                                     callbacks=callbacks, return_dict=return_dict)
 
     def predict(self, x: Any, batch_size: int | None = None, verbose: int | str = "auto",
                 steps: int | None = None, callbacks: Any = None) -> Any:
@@ -552,9 +580,10 @@ class Model(nn.Module):
         Under a strategy every replica returns all the predictions: each example
         exactly once, in input order.
         """
-        self._enter("predict")
-        return fit_loop.predict(self, x=x, batch_size=batch_size, verbose=verbose, steps=steps,
-                                callbacks=callbacks)
+        with collective_call("Model.predict"):
+            self._enter("predict")
+            return fit_loop.predict(self, x=x, batch_size=batch_size, verbose=verbose,
+                                    steps=steps, callbacks=callbacks)
 
     def train_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None,
                        reset_metrics: bool = True, return_dict: bool = False) -> Any:
@@ -568,20 +597,23 @@ class Model(nn.Module):
             loss, acc = model.train_on_batch(x[:64], y[:64])
         """
         self._assert_compiled("training/testing. Use `model.compile(optimizer, loss)`")
-        self._enter("train_on_batch")
-        return on_batch.train_on_batch(self, x, y, sample_weight, reset_metrics, return_dict)
+        with collective_call("Model.train_on_batch"):
+            self._enter("train_on_batch")
+            return on_batch.train_on_batch(self, x, y, sample_weight, reset_metrics, return_dict)
 
     def test_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None,
                       reset_metrics: bool = True, return_dict: bool = False) -> Any:
         """Loss and metrics on one global batch (Keras ``test_on_batch``)."""
         self._assert_compiled("training/testing. Use `model.compile(optimizer, loss)`")
-        self._enter("test_on_batch")
-        return on_batch.test_on_batch(self, x, y, sample_weight, reset_metrics, return_dict)
+        with collective_call("Model.test_on_batch"):
+            self._enter("test_on_batch")
+            return on_batch.test_on_batch(self, x, y, sample_weight, reset_metrics, return_dict)
 
     def predict_on_batch(self, x: Any) -> Any:
         """Predictions for one global batch, as numpy (Keras ``predict_on_batch``)."""
-        self._enter("predict_on_batch")
-        return on_batch.predict_on_batch(self, x)
+        with collective_call("Model.predict_on_batch"):
+            self._enter("predict_on_batch")
+            return on_batch.predict_on_batch(self, x)
 
     # ----------------------------------------------------- weights
     def _net(self) -> nn.Module:
@@ -603,9 +635,10 @@ class Model(nn.Module):
     def save_weights(self, filepath: str | os.PathLike[str], overwrite: bool = True,
                      **kwargs: Any) -> None:
         """Write the module's ``state_dict()`` atomically (the chief writes; all call)."""
-        self.distribute_strategy.extended.sync_buffers(self)
-        saving.save_on_chief(self.distribute_strategy, filepath,
-                             lambda: _cpu(self._net().state_dict()), overwrite)
+        with collective_call("Model.save_weights"):
+            self.distribute_strategy.extended.sync_buffers(self)
+            saving.save_on_chief(self.distribute_strategy, filepath,
+                                 lambda: _cpu(self._net().state_dict()), overwrite)
 
     def load_weights(self, filepath: str | os.PathLike[str], **kwargs: Any) -> None:
         """Load weights written by :meth:`save_weights` (or :meth:`save`), weights only."""
@@ -622,10 +655,11 @@ class Model(nn.Module):
 
         ``distrib.models.load_model(filepath)`` rebuilds the model from it.
         """
-        self.distribute_strategy.extended.sync_buffers(self)
-        saving.save_on_chief(self.distribute_strategy, filepath,
-                             lambda: model_io.saved_model(self, _cpu(self._net().state_dict())),
-                             overwrite)
+        with collective_call("Model.save"):
+            self.distribute_strategy.extended.sync_buffers(self)
+            saving.save_on_chief(
+                self.distribute_strategy, filepath,
+                lambda: model_io.saved_model(self, _cpu(self._net().state_dict())), overwrite)
 
     def load(self, filepath: str | os.PathLike[str]) -> None:
         """Restore a :meth:`save` file into this model (same architecture), weights only.

@@ -22,7 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import torch
+
 from distrib.checkpoint import RNGState
+from distrib.training.data_adapter import cast_batch
 from distrib.training.model_state import build_metrics, metrics_pending
 
 __all__ = ["TrainingState"]
@@ -133,8 +136,12 @@ class TrainingState:
         epoch, step = point
         if metrics_pending(self.model):  # no batch has built the metrics yet
             sample = self.handler.sample()
-            if sample is not None:
-                build_metrics(self.model, sample)
+            if sample is not None:  # with the cast every batch of fit gets (uint8, float64)
+                first = next(self.model.parameters(), None)
+                device = first.device if first is not None else torch.device("cpu")
+                dtype = first.dtype if first is not None and first.is_floating_point() \
+                    else None
+                build_metrics(self.model, cast_batch(sample, device, dtype))
         if self.model.stop_training and step == 0:
             return self.epochs  # training had stopped: nothing left to run
         self.epoch, self.step, self._resume_step = epoch, step, step

@@ -1,0 +1,32 @@
+"""The step engine: what every training and evaluation loop runs on.
+
+``Model.fit``, ``evaluate`` and ``predict`` (and the Estimator's loops) run their
+steps through the engine, which owns what the replicas must agree on, in one place
+every step passes through:
+
+* :func:`collective_call` wraps each collective call (``Model.fit``...): it notes the
+  call, and an exception inside it is reported to the other replicas, whose pending
+  collectives then end within seconds with
+  :class:`~distrib.errors.ReplicaFailedError` naming the replica and its exception
+  (and a replica left alone in a call the others never made gets
+  :class:`~distrib.errors.UnmatchedCallError` naming the one that ended);
+* :class:`StepAgreement` agrees on each step's global rows and, on the steps the
+  input fingerprints, on the data itself (:mod:`distrib.input.digest`): one small
+  all-reduce that the step would have made anyway for its rows;
+* the collective decisions (``any``, ``count``, ``each``, ``chief_value``,
+  ``digest_equal``) are methods of
+  :class:`~distrib.distribute.group.ReplicaGroupInfo`.
+
+Example::
+
+    with collective_call("Model.fit"):
+        agreement = StepAgreement(strategy.extended.replica_group)
+        for step, batch, rows in handler.epoch():
+            rows = agreement.rows(batch, rows, handler.global_digest())
+            train_step((batch, rows), rows)
+"""
+
+from distrib.engine.agreement import StepAgreement
+from distrib.engine.calls import collective_call
+
+__all__ = ["StepAgreement", "collective_call"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.machinery
+import importlib.metadata
 import os
 import sys
 
@@ -76,6 +77,13 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("distrib")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``distrib`` command.
 
@@ -86,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="distrib", description="TensorFlow-style "
                                      "distribution strategies for PyTorch: launch and inspect "
                                      "distributed jobs.")
+    parser.add_argument("--version", action="version", version=f"distrib {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="{run,plan}")
     _add_run(sub)
     plan = sub.add_parser(

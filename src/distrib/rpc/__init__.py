@@ -16,7 +16,16 @@ Example:
     {'a': [1, 2.5]}
 """
 
-from distrib.rpc.auth import Authenticator
-from distrib.rpc.transport import RpcClient, RpcServer
+try:  # the parameter-server runtime's own dependencies: the 'ps' extra
+    import cloudpickle  # noqa: F401
+    import grpc  # noqa: F401
+except ImportError as _missing:
+    raise ImportError(
+        "ParameterServerStrategy (the parameter-server runtime, distrib.rpc) needs gRPC "
+        f"and cloudpickle, which could not be imported ({_missing}). Fix: pip install "
+        "'distrib[ps]'.") from _missing
+
+from distrib.rpc.auth import Authenticator  # noqa: E402
+from distrib.rpc.transport import RpcClient, RpcServer  # noqa: E402
 
 __all__ = ["Authenticator", "RpcClient", "RpcServer"]

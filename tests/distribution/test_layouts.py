@@ -9,6 +9,7 @@ from torch import nn
 from distrib import distribution
 from distrib.distribution.plan import LayoutPlan
 from distrib.errors import InvalidTypeError, UsageError
+from tests.support import run_python
 
 
 @pytest.fixture
@@ -150,3 +151,16 @@ def test_list_devices_and_initialize() -> None:
         distribution.initialize("h0:1234,h1:1234", 3, process_id=0)
     distribution.initialize("h0:1234,h1:1234", 2, process_id=1)
     distribution.initialize()  # back to the environment
+
+
+def test_a_mesh_that_does_not_hold_every_process_once_is_refused() -> None:
+    # One process (no devices given: list_devices() is one CPU) and a mesh of two.
+    code = ("from distrib import distribution\n"
+            "dist = distribution.DataParallel(device_mesh=distribution.DeviceMesh((2,), "
+            "('batch',)))\n"
+            "try:\n    dist.strategy\nexcept distribution.UsageError as e:\n    print(e)\n")
+    proc = run_python(["-c", code.replace("distribution.UsageError",
+                                          "__import__('distrib').errors.UsageError")])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "this program runs 1 processes, one per device" in proc.stdout
+    assert "Fix:" in proc.stdout

@@ -213,3 +213,39 @@ def test_lr_callbacks_set_a_keras_optimizer_and_are_refused_under_a_schedule() -
     with pytest.raises(InvalidTypeError, match="not settable"):
         model.fit(x, x, batch_size=4, epochs=1, verbose=0, callbacks=[
             distrib.callbacks.LearningRateScheduler(lambda epoch, lr: lr / 2)])
+
+
+def test_under_loss_scaling_the_rate_is_readable_and_gradients_are_clipped_unscaled() -> None:
+    distrib.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        with distrib.OneDeviceStrategy("cpu").scope():
+            model = distrib.Model(torch.nn.Linear(2, 1))
+            model.compile(optimizer=distrib.optimizers.SGD(0.5, global_clipnorm=1e-3),
+                          loss="mse")
+        x = torch.ones(4, 2)
+        before = [w.copy() for w in model.get_weights()]
+        model.fit(x, x[:, :1], batch_size=4, epochs=1, verbose=0)
+    finally:
+        distrib.mixed_precision.set_global_policy("float32")
+    assert model.optimizer.learning_rate == 0.5
+    model.optimizer.learning_rate = 0.25
+    assert model.optimizer.inner_optimizer.learning_rate == 0.25
+    moved = sum(float(((torch.as_tensor(a) - torch.as_tensor(b)) ** 2).sum())
+                for a, b in zip(model.get_weights(), before)) ** 0.5
+    assert moved == pytest.approx(0.5 * 1e-3, rel=1e-2)  # lr x the clipped global norm
+
+
+def test_parameter_server_strategies_refuse_what_their_tasks_would_skip(monkeypatch) -> None:
+    from distrib.distribute import context
+
+    class Extended:
+        should_use_with_coordinator = True
+
+    class ParameterServerStrategy:
+        extended = Extended()
+
+    monkeypatch.setattr(context, "has_strategy", lambda: True)
+    monkeypatch.setattr(context, "get_strategy", lambda: ParameterServerStrategy())
+    distrib.optimizers.Adam(0.1).build(torch.nn.Linear(2, 1))  # a rate alone is fine
+    with pytest.raises(UsageError, match="parameter servers"):
+        distrib.optimizers.Adam(0.1, clipnorm=1.0).build(torch.nn.Linear(2, 1))

@@ -152,6 +152,23 @@ class LossScaleOptimizer:
         return groups
 
     @property
+    def learning_rate(self) -> float:
+        """The inner optimizer's learning rate (Keras' ``optimizer.learning_rate``);
+        assigning sets it (a ``distrib.optimizers`` optimizer checks the value)."""
+        inner: Any = self._optimizer
+        return float(inner.learning_rate if hasattr(inner, "learning_rate")
+                     else inner.param_groups[0]["lr"])
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        inner: Any = self._optimizer
+        if hasattr(inner, "learning_rate"):
+            inner.learning_rate = value
+        else:
+            for group in inner.param_groups:
+                group["lr"] = value
+
+    @property
     def state(self) -> Any:
         """The inner optimizer's state."""
         return self._optimizer.state

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from distrib.distribute import context
 from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
 from distrib.training import lr_schedules
 
@@ -191,6 +192,7 @@ class KerasOptimizer(torch.optim.Optimizer):
         kwargs = dict(self._torch_args)
         transforms = self.gradient_accumulation_steps or self.clipnorm is not None \
             or self.clipvalue is not None or self.global_clipnorm is not None
+        _check_strategy(self, bool(transforms or self.weight_decay or self.use_ema))
         init: Any = self._torch_class.__init__
         if fused and self._fusable and not transforms:
             try:
@@ -399,6 +401,23 @@ class KerasOptimizer(torch.optim.Optimizer):
         if not self.built:
             return f"{type(self).__name__}(learning_rate={self._learning_rate!r}, not built)"
         return super().__repr__()
+
+
+def _check_strategy(optimizer: KerasOptimizer, transforms: bool) -> None:
+    """Refuse what a parameter-server strategy would silently skip: its tasks apply the
+    gradients a worker pushes before this optimizer's hooks would see them."""
+    if not transforms or not context.has_strategy():
+        return
+    strategy = context.get_strategy()
+    if getattr(strategy.extended, "should_use_with_coordinator", False):
+        raise UsageError(explain(
+            "optimizer", optimizer.name,
+            f"{type(strategy).__name__} applies the gradients on its parameter servers, "
+            "where clipping, gradient accumulation, weight decay and EMA of "
+            "distrib.optimizers do not run",
+            "use these arguments under MirroredStrategy, MultiWorkerMirroredStrategy or "
+            "CentralStorageStrategy, or give the optimizer only a learning rate (a "
+            "schedule works)"))
 
 
 def _before_update(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:

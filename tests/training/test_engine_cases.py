@@ -126,7 +126,7 @@ def test_calls_made_on_the_chief_only_name_the_replica_that_did_not_make_them(
     assert _result(out, "chief_only", 1) == {"worker": "ended"}
     chief = _result(out, "chief_only", 0)
     for call, name in (("evaluate", "Model.evaluate"), ("predict", "Model.predict"),
-                       ("save", "Model.save")):
+                       ("save", "Model.save"), ("estimator_predict", "Estimator.predict")):
         err = chief[call]
         assert err is not None and err["type"] == "UnmatchedCallError", (call, err)
         assert "worker:1" in err["message"] and "ended its program normally" in \

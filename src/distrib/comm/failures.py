@@ -29,13 +29,19 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from distrib.errors import DistribError, ReplicaFailedError, UnmatchedCallError
+from distrib.errors import (
+    DistribError,
+    PeerLostError,
+    ReplicaFailedError,
+    UnmatchedCallError,
+)
 
 __all__ = ["note_call", "current_call", "report_failure", "attach", "detach", "watch",
            "publish_end", "peer_error"]
@@ -86,6 +92,7 @@ def note_call(name: str) -> None:
     """Note that this replica starts the collective call ``name`` (``"Model.fit"``)."""
     _record.call = name
     _record.calls += 1
+    _record.reported = False
 
 
 def current_call() -> str | None:
@@ -99,18 +106,21 @@ def _text(exc: BaseException) -> str:
 
 
 def report_failure(exc: BaseException) -> None:
-    """Tell the other replicas that this one raised ``exc`` (once; errors that only
-    report another replica's loss are not reported again)."""
+    """Tell the other replicas that this one raised ``exc`` (once per call): an error that
+    only reports another replica's failure counts as raised, and is not told."""
     store = _record.store
-    if store is None or _record.reported or isinstance(exc, DistribError) and \
-            getattr(exc, "lost", None):
+    if store is None or _record.reported:
         return
     _record.reported = True
+    key = f"{_FAILURES}/{_record.calls}"  # the replicas that raised in this call
+    if isinstance(exc, (PeerLostError, UnmatchedCallError)):  # another replica's failure
+        with contextlib.suppress(Exception):
+            store.add(key, 1)
+        return
     try:
         store.set(f"{_FAILED}{_record.rank}", f"{_record.call or 'the program'}\n{_text(exc)}")
         store.add(_FAILURES, 1)
         # Did every replica raise in this call (the same error everywhere: nobody waits)?
-        key = f"{_FAILURES}/{_record.calls}"
         raised = int(store.add(key, 1))
         deadline = time.monotonic() + _ALL_RAISED_SECONDS
         while raised < _record.world_size and time.monotonic() < deadline:

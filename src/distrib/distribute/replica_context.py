@@ -89,8 +89,7 @@ class ReplicaContext:
         """
         if self._global_batch_size is None:
             group = self._strategy.extended.replica_group
-            local = torch.tensor([int(local_batch_size)], dtype=torch.int64)
-            self._global_batch_size = int(group.all_reduce_sum(local).item())
+            self._global_batch_size = group.count(int(local_batch_size))
         return self._global_batch_size
 
     def merge_call(self, merge_fn: Callable[..., Any], args: tuple[Any, ...] = (),

@@ -27,6 +27,6 @@ Example::
 """
 
 from distrib.engine.agreement import StepAgreement
-from distrib.engine.calls import collective_call
+from distrib.engine.calls import collective_call, collective_iterator
 
-__all__ = ["StepAgreement", "collective_call"]
+__all__ = ["StepAgreement", "collective_call", "collective_iterator"]

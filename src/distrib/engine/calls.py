@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import TypeVar
 
 from distrib.comm import failures
 
-__all__ = ["collective_call"]
+__all__ = ["collective_call", "collective_iterator"]
 
 _depth = threading.local()
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -38,3 +40,10 @@ def collective_call(name: str) -> Iterator[None]:
         raise
     finally:
         _depth.n = depth
+
+
+def collective_iterator(name: str, items: Iterator[T]) -> Iterator[T]:
+    """``items`` (a generator of results, e.g. ``Estimator.predict``'s) consumed as the
+    collective call ``name``."""
+    with collective_call(name):
+        yield from items

@@ -29,7 +29,7 @@ from distrib.checkpoint.storage import read_directory, read_tensor_metadata
 from distrib.errors import UsageError, explain
 
 __all__ = ["ModelCheckpoints", "BASENAME", "step_of", "variable_names", "variable_value",
-           "agree_text", "agree_any"]
+           "agree_text"]
 
 BASENAME = "model.ckpt"
 _INTERNAL = ("__distrib__/", "__replica__/")
@@ -56,11 +56,6 @@ def agree_text(group: Any, text: str | None) -> str | None:
     return bytes(int(b) for b in data[1:].tolist() if b).decode()
 
 
-def agree_any(group: Any, flag: bool) -> bool:
-    """True on every replica when ``flag`` is True on any (one small all-reduce)."""
-    if group.num_replicas_in_sync == 1:
-        return flag
-    return bool(group.all_reduce_sum(torch.tensor([int(flag)], dtype=torch.int64)).item() > 0)
 
 
 def step_of(path: str) -> int | None:

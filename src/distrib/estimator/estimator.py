@@ -31,9 +31,9 @@ import torch
 
 from distrib.checkpoint import latest_checkpoint
 from distrib.distribute import get_strategy
+from distrib.engine import collective_call, collective_iterator
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.estimator.checkpoints import (
-    agree_any,
     agree_text,
     step_of,
     variable_names,
@@ -173,8 +173,9 @@ class Estimator:
         dataset = distributed_dataset(input_fn, ModeKeys.TRAIN, self._params, self._config,
                                       strategy)
         saves = strategy.num_replicas_in_sync > 1 or self._config.is_chief
-        run_training(self._runtime, strategy, dataset, hook_list, steps, max_steps, listeners,
-                     saves, self._init_fn(), self._ps_training())
+        with collective_call("Estimator.train"):
+            run_training(self._runtime, strategy, dataset, hook_list, steps, max_steps,
+                         listeners, saves, self._init_fn(), self._ps_training())
         return self
 
     def _ps_training(self) -> Any:
@@ -215,7 +216,7 @@ class Estimator:
             raise InvalidTypeError(explain("name", name, "name must be a string",
                                            "pass e.g. name='validation'"))
         group = self._runtime.strategy.extended.replica_group
-        if checkpoint_path is not None and agree_any(group, not os.path.isfile(
+        if checkpoint_path is not None and group.any(not os.path.isfile(
                 os.path.join(os.fspath(checkpoint_path), ".metadata"))):
             raise UsageError(explain("checkpoint_path", checkpoint_path, "Could not find "
                                      "trained model at this path", "pass a checkpoint "
@@ -224,8 +225,9 @@ class Estimator:
         dataset = distributed_dataset(input_fn, ModeKeys.EVAL, self._params, self._config,
                                       strategy)
         path = os.fspath(checkpoint_path) if checkpoint_path is not None else None
-        return run_evaluation(self._runtime, strategy, dataset, check_hooks(hooks, "hooks"),
-                              steps, path, self.eval_dir(name))
+        with collective_call("Estimator.evaluate"):
+            return run_evaluation(self._runtime, strategy, dataset,
+                                  check_hooks(hooks, "hooks"), steps, path, self.eval_dir(name))
 
     # -------------------------------------------------------------- predict
     def predict(self, input_fn: Any, predict_keys: Any = None, hooks: Any = None,
@@ -239,9 +241,9 @@ class Estimator:
         dataset = make_dataset(call_input_fn(input_fn, ModeKeys.PREDICT, self._params,
                                              self._config))
         path = os.fspath(checkpoint_path) if checkpoint_path is not None else None
-        return run_prediction(self._runtime, self._runtime.strategy, dataset,
-                              check_hooks(hooks, "hooks"), predict_keys, path,
-                              yield_single_examples)
+        return collective_iterator("Estimator.predict", run_prediction(
+            self._runtime, self._runtime.strategy, dataset, check_hooks(hooks, "hooks"),
+            predict_keys, path, yield_single_examples))
 
     # ---------------------------------------------------------- checkpoints
     def latest_checkpoint(self) -> str | None:

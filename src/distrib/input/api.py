@@ -25,8 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from distrib.data import AutoShardPolicy, Dataset
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import DataError, InvalidTypeError, UsageError, explain
@@ -83,10 +81,7 @@ def _check_options(options: InputOptions | None, from_function: bool) -> InputOp
 
 def _shared_seed(local: int, group: ReplicaGroupInfo) -> int:
     """The chief's seed on every replica (one integer per replica travels, as a tensor)."""
-    if group.num_replicas_in_sync == 1:
-        return local
-    seeds = group.all_gather(torch.tensor([local % (1 << 63)], dtype=torch.int64), 0)
-    return int(seeds[0].item())
+    return group.chief_value(local % (1 << 63))
 
 
 def make_plan(dataset: Dataset, group: ReplicaGroupInfo) -> StepPlan:

@@ -317,9 +317,7 @@ class DistributedIterator(Iterator[Any]):
         local = self._next_local()
         has = local is not _END
         if self._total is None:
-            count = int(has)
-            if self._group.num_replicas_in_sync > 1:
-                count = int(self._group.all_reduce_sum(torch.tensor([int(has)]))[0])
+            count = self._group.count(int(has))
             if not count or (self._fewest and count < self._group.num_replicas_in_sync):
                 self._finish()
                 raise StopIteration

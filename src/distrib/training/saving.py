@@ -143,7 +143,7 @@ def save_on_chief(strategy: Any, path: str | os.PathLike[str], build: Callable[[
             atomic_save(build(), path)
         except Exception as e:  # reported to every replica below
             error = e
-    failed = _agree_failure(strategy, error is not None)
+    failed = strategy.extended.replica_group.any(error is not None)  # after the write
     if error is not None:
         raise error
     if failed:
@@ -151,18 +151,9 @@ def save_on_chief(strategy: Any, path: str | os.PathLike[str], build: Callable[[
                            "continues with a missing file. Fix the chief's error and retry.")
 
 
-def _agree_failure(strategy: Any, failed: bool) -> bool:
-    """Barrier after a chief-only write: True on every replica if the chief failed."""
-    if strategy.num_replicas_in_sync == 1:
-        return failed
-    info = strategy.extended.replica_group
-    flag = info.all_reduce_sum(torch.tensor([1.0 if failed else 0.0]))
-    return bool(flag.item() > 0)
-
-
 def load_file(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> Any:
     """``torch.load(path, weights_only=True)`` with a clear error when the file is missing."""
-    path = os.fspath(path)
+    path = check_filepath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(explain("filepath", path, "no such file",
                                         "check the path (and that the save finished)"))

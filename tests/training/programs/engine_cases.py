@@ -237,11 +237,29 @@ def chief_only(strategy: distrib.Strategy, rid: int, out: str) -> dict[str, Any]
         model = Model(mlp())
         model.compile(optimizer=sgd(model), loss=scce())
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+    features = torch.from_numpy(x)
+
+    def model_fn(features: Any, labels: Any, mode: str) -> Any:
+        net = mlp()
+        logits = net(features)
+        if mode == distrib.estimator.ModeKeys.PREDICT:
+            return distrib.estimator.EstimatorSpec(mode, predictions=logits)
+        loss = nn.functional.cross_entropy(logits, labels)
+        return distrib.estimator.EstimatorSpec(
+            mode, loss=loss, train_op=torch.optim.SGD(net.parameters(), lr=0.1))
+
+    estimator = distrib.estimator.Estimator(
+        model_fn, model_dir=out + ".estimator",
+        config=distrib.estimator.RunConfig(train_distribute=strategy))
+    estimator.train(lambda: distrib.data.Dataset.from_tensor_slices(
+        (features, torch.from_numpy(y))).batch(8), steps=2)
     if rid != 0:
         return {"worker": "ended"}
     return {"evaluate": error(lambda: model.evaluate(x, y, verbose=0)),
             "predict": error(lambda: model.predict(x, verbose=0)),
-            "save": error(lambda: model.save(out + ".chief_only.pt"))}
+            "save": error(lambda: model.save(out + ".chief_only.pt")),
+            "estimator_predict": error(lambda: list(estimator.predict(
+                lambda: distrib.data.Dataset.from_tensor_slices(features).batch(8))))}
 
 
 SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {

@@ -15,9 +15,12 @@ from tests.bad_inputs import (
     checkpoint_cases,
     cluster_cases,
     comm_cases,
+    data_cases,
+    estimator_cases,
     input_cases,
     launch_cases,
     strategy_cases,
+    training_cases,
 )
 from tests.bad_inputs.case import ANY, Case
 
@@ -28,6 +31,9 @@ CASES: list[Case] = [
     *input_cases.CASES,
     *launch_cases.CASES,
     *checkpoint_cases.CASES,
+    *data_cases.CASES,
+    *estimator_cases.CASES,
+    *training_cases.CASES,
 ]
 
 CLUSTER_VARIABLES = (env.TF_CONFIG, *env.TORCHRUN_VARIABLES, *env.SLURM_VARIABLES,
@@ -63,4 +69,4 @@ def test_cases_are_distinct_and_numerous() -> None:
     ids = [c.id for c in CASES]
     assert len(set(ids)) == len(ids), "two cases share an id"
     assert all(c.says for c in CASES), "every case names what the message must say"
-    assert len(CASES) >= 250
+    assert len(CASES) >= 400

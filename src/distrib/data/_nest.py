@@ -139,6 +139,13 @@ def _leaf(x: Any) -> Any:
             return torch.tensor(x)
         except (TypeError, ValueError, RuntimeError):
             parts = [_leaf(v) for v in x]
+            shapes = {tuple(p.shape) for p in parts if isinstance(p, torch.Tensor)}
+            if len(shapes) > 1:
+                raise DataError(explain(
+                    "list", _short(x), f"Can't convert non-rectangular Python sequence to "
+                    f"Tensor: its items have the shapes {sorted(shapes)}",
+                    "pad the lists to one length, or use Dataset.from_generator "
+                    "for elements of different sizes")) from None
             if parts and isinstance(parts[0], torch.Tensor):
                 return torch.stack(parts)
             return np.array(parts)
@@ -146,6 +153,11 @@ def _leaf(x: Any) -> Any:
                             "must be a tensor, a numpy array, a Python number, a string or "
                             "a list of them (structures: tuple, namedtuple, dict)",
                             "convert it to a tensor first, for example with torch.as_tensor"))
+
+
+def _short(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def to_element(x: Any, lists_are_tuples: bool = False) -> Any:

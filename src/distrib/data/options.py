@@ -116,6 +116,10 @@ class DistributeOptions(_OptionGroup):
                                          "must be an AutoShardPolicy (OFF, AUTO, FILE, DATA, HINT)",
                                          "use distrib.data.AutoShardPolicy.DATA, for example")
                                  ) from None
+        if name == "num_devices" and value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UsageError(explain("num_devices", value, "must be a positive int or None",
+                                     "leave it None (the strategy's device count)"))
         return value
 
 
@@ -145,6 +149,11 @@ class Options(_OptionGroup):
             raise InvalidTypeError(explain("experimental_distribute", value,
                                            "must be a DistributeOptions",
                                            "set fields on options.experimental_distribute"))
+        if name in ("deterministic", "experimental_deterministic") \
+                and not isinstance(value, bool) and value is not None:
+            raise InvalidTypeError(explain(f"Options.{name}", value,
+                                           "must be True, False or None",
+                                           f"set options.{name} = False to allow any order"))
         return value
 
     def merge(self, other: Options) -> Options:

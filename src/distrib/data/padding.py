@@ -83,7 +83,10 @@ def _pad_value(value: Any, sample: Any) -> Any:
     dtype = sample.dtype
     if value is None:
         return False if dtype == torch.bool else 0
-    arr = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    array = value if isinstance(value, torch.Tensor) else np.asarray(value)
+    if isinstance(array, np.ndarray) and array.dtype.kind not in "biufc":
+        raise InvalidTypeError(_type_error(value, str(dtype)))
+    arr = array if isinstance(array, torch.Tensor) else torch.as_tensor(array)
     if arr.dim():
         raise UsageError(explain("padding_values", value,
                                  "Invalid `padding_values`. `padding_values` values should be "

@@ -63,6 +63,9 @@ def _positive(name: str, value: Any) -> None:
 
 
 def _model_dir(model_dir: Any, config: RunConfig, strategy: Any) -> str:
+    if model_dir is not None and not isinstance(model_dir, (str, os.PathLike)):
+        raise InvalidTypeError(explain("model_dir", model_dir, "must be a path or None",
+                                       "pass a directory such as 'runs/estimator'"))
     if model_dir is not None and config.model_dir is not None and \
             os.fspath(model_dir) != config.model_dir:
         raise UsageError(explain("model_dir", model_dir, "`model_dir` are set both in "

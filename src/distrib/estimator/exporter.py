@@ -92,7 +92,8 @@ def check_exporters(exporters: Any) -> tuple[Exporter, ...]:
     """The exporters as a tuple (TypeError / ValueError naming a bad or duplicate one)."""
     if exporters is None:
         return ()
-    items = (exporters,) if isinstance(exporters, Exporter) else tuple(exporters)
+    items = (exporters,) if isinstance(exporters, Exporter) or not isinstance(
+        exporters, (list, tuple, set, frozenset)) else tuple(exporters)
     names: set[str] = set()
     for exporter in items:
         if not isinstance(exporter, Exporter):

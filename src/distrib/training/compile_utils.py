@@ -34,7 +34,7 @@ from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training import losses as losses_mod
 from distrib.training import metrics as metrics_mod
-from distrib.training.losses import Loss, Reduction
+from distrib.training.losses import Loss, Reduction, ShapeMismatchError
 from distrib.training.metrics import Mean, Metric
 
 __all__ = ["LossesContainer", "MetricsContainer", "WeightedLoss", "flatten_outputs",
@@ -333,7 +333,7 @@ class LossesContainer:
                                      "train_step/compute_loss"))
         try:
             value, scale, n = loss.batch_loss(y_true, y_pred, weight)  # sum = value * scale
-        except RuntimeError as e:  # shapes that do not broadcast: name them
+        except (RuntimeError, ShapeMismatchError) as e:  # shapes that do not broadcast
             raise UsageError(explain(
                 "y", f"targets of shape {tuple(getattr(y_true, 'shape', ()))}",
                 f"do not fit the predictions of shape {tuple(y_pred.shape)} for the loss "

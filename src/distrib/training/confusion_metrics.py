@@ -79,6 +79,12 @@ class _ThresholdMetric(Metric):
     def __init__(self, thresholds: float | Sequence[float] | None, top_k: int | None,
                  class_id: int | None, name: str | None, dtype: Any) -> None:
         super().__init__(name, dtype)
+        for what, value, low in (("top_k", top_k, 1), ("class_id", class_id, 0)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < low):
+                raise UsageError(explain(f"{type(self).__name__}({what})", value,
+                                         f"must be an int >= {low} or None",
+                                         f"pass e.g. {what}={low}, or leave it out"))
         self.top_k, self.class_id = top_k, class_id
         default = 0.5 if top_k is None else float("-inf")
         self.thresholds = _thresholds_of(thresholds, default)

@@ -177,12 +177,16 @@ def _float_pair(y_true: Any, y_pred: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return true, pred
 
 
+class ShapeMismatchError(UsageError):
+    """Labels (or sample weights) whose shape does not broadcast to the predictions'."""
+
+
 def _check_shapes(what: str, a: torch.Tensor, b: torch.Tensor) -> None:
     """TensorFlow's "Dimensions must be equal" for shapes that do not broadcast."""
     try:
-        torch.broadcast_shapes(a.shape, b.shape)
+        torch.broadcast_shapes(a.shape, b.shape)  # type: ignore[no-untyped-call]
     except RuntimeError:
-        raise UsageError(explain(what, (tuple(a.shape), tuple(b.shape)),
+        raise ShapeMismatchError(explain(what, (tuple(a.shape), tuple(b.shape)),
                                  "Dimensions must be equal (or broadcast)",
                                  "give labels (and sample weights) one per prediction"
                                  )) from None

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from distrib.distribute import context
-from distrib.errors import UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.losses import _snake, squeeze_or_expand
 
 __all__ = ["Metric", "Mean", "Sum", "MeanMetricWrapper", "global_results",
@@ -47,7 +47,14 @@ _STATE_DTYPE = torch.float64
 
 
 def _tensor(value: Any) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    if isinstance(value, torch.Tensor):
+        return value
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise InvalidTypeError(explain("metric value", value, "must be a tensor, an array "
+                                       "or a number", "pass the labels, predictions or "
+                                       "values as tensors")) from None
 
 
 def _multi_replica_strategy() -> Any:
@@ -93,6 +100,13 @@ class Metric:
     """
 
     def __init__(self, name: str | None = None, dtype: Any = None) -> None:
+        if name is not None and not isinstance(name, str):
+            raise InvalidTypeError(explain(f"{type(self).__name__}(name)", name,
+                                           "must be a string", "pass e.g. name='accuracy'"))
+        if dtype is not None and not isinstance(dtype, (str, torch.dtype)):
+            raise InvalidTypeError(explain(f"{type(self).__name__}(dtype)", dtype,
+                                           "must be a torch.dtype, a dtype name or None",
+                                           "pass e.g. dtype=torch.float32"))
         self.name = name or _snake(type(self).__name__)
         self.dtype = dtype
         self._state: list[torch.Tensor] | None = None
@@ -317,7 +331,12 @@ def _broadcast_weight(weight: Any, values: torch.Tensor) -> torch.Tensor:
     w, v = squeeze_or_expand(w, values)
     while w.dim() < v.dim():
         w = w.unsqueeze(-1)
-    return torch.broadcast_to(w, v.shape)
+    try:
+        return torch.broadcast_to(w, v.shape)
+    except RuntimeError:
+        raise UsageError(explain("sample_weight shape", tuple(w.shape), "must broadcast to "
+                                 f"the values' shape {tuple(v.shape)}",
+                                 "give one weight per example")) from None
 
 
 class Mean(Metric):
@@ -390,6 +409,9 @@ class MeanMetricWrapper(Mean):
 
     def __init__(self, fn: Callable[..., torch.Tensor], name: str | None = None,
                  dtype: Any = None, **kwargs: Any) -> None:
+        if not callable(fn):
+            raise InvalidTypeError(explain("MeanMetricWrapper fn", fn, "must be callable",
+                                           "pass a function (y_true, y_pred) -> values"))
         super().__init__(name or getattr(fn, "__name__", "metric"), dtype)
         self._fn = fn
         self._fn_kwargs = kwargs

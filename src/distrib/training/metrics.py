@@ -113,6 +113,9 @@ class BinaryAccuracy(MeanMetricWrapper):
 
     def __init__(self, name: str = "binary_accuracy", dtype: Any = None,
                  threshold: float = 0.5) -> None:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise UsageError(explain("BinaryAccuracy(threshold)", threshold, "must be a number",
+                                     "pass e.g. threshold=0.5 (0.0 for logits)"))
         super().__init__(binary_accuracy, name, dtype, threshold=threshold)
 
 

@@ -296,7 +296,7 @@ def load_model(filepath: str | os.PathLike[str], custom_objects: dict[str, Any] 
             model = distrib.models.load_model("ckpt/model.pt")
         model.evaluate(x_test, y_test)
     """
-    path = os.fspath(filepath)
+    path = saving.check_filepath(filepath)
     obj = saving.load_file(path)
     arch = obj.get("architecture") if isinstance(obj, dict) else None
     if arch is None:

@@ -35,7 +35,7 @@ import torch
 
 from distrib.errors import CheckpointError, DistribError, UsageError, explain
 
-__all__ = ["atomic_save", "save_on_chief", "load_file", "get_weights", "set_weights",
+__all__ = ["atomic_save", "check_filepath", "save_on_chief", "load_file", "get_weights", "set_weights",
            "optimizer_class", "load_optimizer_state", "load_module_state", "FORMAT",
            "temporary_prefix", "remove_stale_temporaries"]
 
@@ -126,13 +126,21 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> None:
         raise
 
 
+def check_filepath(filepath: object) -> str:
+    """``filepath`` as a path string; a clear error when it is not a non-empty path."""
+    if not isinstance(filepath, (str, os.PathLike)) or not os.fspath(filepath):
+        raise UsageError(explain("filepath", filepath, "must be a non-empty path (str or "
+                                 "os.PathLike)", "pass a file name such as 'model.pt'"))
+    return os.fspath(filepath)  # type: ignore[return-value]
+
+
 def save_on_chief(strategy: Any, path: str | os.PathLike[str], build: Callable[[], Any],
                   overwrite: bool = True) -> None:
     """Write ``build()`` to ``path`` on the chief, then wait on every replica.
 
     Every replica must call it.  ``build`` runs on the chief only.
     """
-    path = os.fspath(path)
+    path = check_filepath(path)
     chief = bool(strategy.extended.should_checkpoint)
     error: BaseException | None = None
     if chief:

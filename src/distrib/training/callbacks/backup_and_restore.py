@@ -33,9 +33,11 @@ from distrib.checkpoint import (
     PreemptionWatcher,
     TerminationConfig,
 )
+from distrib.checkpoint.checkpoint import check_options
 from distrib.checkpoint.statefile import STATE_FILE
 from distrib.checkpoint.storage import remove_directory
 from distrib.errors import UsageError, explain
+from distrib.training.callbacks import checks
 from distrib.training.callbacks.base import Callback, Logs, should_write
 
 __all__ = ["BackupAndRestore"]
@@ -77,7 +79,12 @@ class BackupAndRestore(Callback):
             raise UsageError(explain("save_freq", save_freq, 'Unrecognized save_freq: '
                                      f'{save_freq}. Expected save_freq are "epoch" or integer',
                                      "pass 'epoch' or a positive number of steps"))
-        self.backup_dir = os.path.abspath(os.fspath(backup_dir))
+        self.backup_dir = os.path.abspath(checks.path(
+            "BackupAndRestore backup_dir", backup_dir, "pass a folder of its own, e.g. "
+            "backup_dir='runs/backup'"))
+        checks.flag("BackupAndRestore delete_checkpoint", delete_checkpoint)
+        checks.flag("BackupAndRestore save_before_preemption", save_before_preemption)
+        check_options(options, "BackupAndRestore")
         self.save_freq = save_freq
         self.delete_checkpoint = delete_checkpoint
         self.save_before_preemption = save_before_preemption

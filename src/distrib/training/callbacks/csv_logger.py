@@ -26,6 +26,7 @@ from typing import IO, Any
 import numpy as np
 
 from distrib.errors import InvalidTypeError, UsageError, explain
+from distrib.training.callbacks import checks
 from distrib.training.callbacks.base import Callback, Logs, should_write, to_python
 
 __all__ = ["CSVLogger"]
@@ -65,7 +66,9 @@ class CSVLogger(Callback):
             raise InvalidTypeError(explain("CSVLogger filename", filename,
                                            "must be a path (a string or os.PathLike)",
                                            "pass e.g. filename='training.log'"))
-        self.filename = os.fspath(filename)
+        self.filename = checks.path("CSVLogger filename", filename,
+                                    "pass e.g. filename='training.log'")
+        checks.flag("CSVLogger append", append)
         self.append = append
         self.writer: csv.DictWriter[str] | None = None
         self.keys: list[str] | None = None

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from distrib.training.callbacks import checks
 from distrib.training.callbacks.base import Callback, Logs, print_msg, warn
 
 __all__ = ["EarlyStopping"]
@@ -56,6 +57,13 @@ class EarlyStopping(Callback):
                  verbose: int = 0, mode: str = "auto", baseline: float | None = None,
                  restore_best_weights: bool = False, start_from_epoch: int = 0) -> None:
         super().__init__()
+        checks.text("EarlyStopping monitor", monitor, "pass the name of a logged metric, "
+                    "e.g. monitor='val_loss'")
+        checks.count("EarlyStopping patience", patience)
+        checks.number("EarlyStopping min_delta", min_delta)
+        checks.number("EarlyStopping baseline", baseline, optional=True)
+        checks.flag("EarlyStopping restore_best_weights", restore_best_weights)
+        checks.count("EarlyStopping start_from_epoch", start_from_epoch)
         self.monitor = monitor
         self.patience = patience
         self.verbose = verbose

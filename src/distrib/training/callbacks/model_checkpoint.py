@@ -29,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from distrib.checkpoint.checkpoint import check_options
 from distrib.errors import InvalidTypeError, UsageError, explain
+from distrib.training.callbacks import checks
 from distrib.training.callbacks.base import (
     Callback,
     Logs,
@@ -103,7 +105,14 @@ class ModelCheckpoint(Callback):
             raise InvalidTypeError(explain("ModelCheckpoint filepath", filepath,
                                            "must be a path (a string or os.PathLike)",
                                            "pass e.g. filepath='ckpt/model-{epoch}.pt'"))
-        self.filepath = os.fspath(filepath)
+        self.filepath = checks.path("ModelCheckpoint filepath", filepath,
+                                    "pass e.g. filepath='ckpt/model-{epoch}.pt'")
+        checks.text("ModelCheckpoint monitor", monitor, "pass e.g. monitor='val_loss'")
+        checks.flag("ModelCheckpoint save_best_only", save_best_only)
+        check_options(options, "ModelCheckpoint")
+        checks.flag("ModelCheckpoint save_weights_only", save_weights_only)
+        checks.number("ModelCheckpoint initial_value_threshold", initial_value_threshold,
+                      optional=True)
         self.monitor = monitor
         self.verbose = verbose
         self.save_best_only = save_best_only

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from distrib.errors import UsageError, explain
+from distrib.training.callbacks import checks
 from distrib.training.callbacks.base import Callback, Logs, get_lr, print_msg, set_lr, warn
 
 __all__ = ["ReduceLROnPlateau"]
@@ -54,6 +55,12 @@ class ReduceLROnPlateau(Callback):
                  verbose: int = 0, mode: str = "auto", min_delta: float = 1e-4,
                  cooldown: int = 0, min_lr: float = 0) -> None:
         super().__init__()
+        checks.number("ReduceLROnPlateau factor", factor, low=0.0)
+        checks.count("ReduceLROnPlateau patience", patience)
+        checks.count("ReduceLROnPlateau cooldown", cooldown)
+        checks.number("ReduceLROnPlateau min_lr", min_lr, low=0.0)
+        checks.number("ReduceLROnPlateau min_delta", min_delta)
+        checks.text("ReduceLROnPlateau monitor", monitor, "pass e.g. monitor='val_loss'")
         if factor >= 1.0:
             raise UsageError(explain(
                 "ReduceLROnPlateau factor", factor,

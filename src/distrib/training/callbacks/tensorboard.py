@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from distrib.errors import UsageError, explain
+from distrib.training.callbacks import checks
 from distrib.training.callbacks.base import (
     Callback,
     Logs,
@@ -125,7 +126,7 @@ class TensorBoard(Callback):
                 "TensorBoard histogram_freq", histogram_freq,
                 "must be a non-negative number of epochs", "pass 0 (no histograms) or 1, 2, ..."))
         self._profile_range = _profile_range(profile_batch)
-        self.log_dir = os.fspath(log_dir)
+        self.log_dir = checks.path("TensorBoard log_dir", log_dir, "pass e.g. log_dir='logs'")
         self.histogram_freq = histogram_freq
         self.write_graph = write_graph
         self.write_images = write_images

@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import warnings
@@ -170,7 +171,9 @@ def _build_metrics(model: Model, source: Any) -> None:
     if compiled is None or compiled.built or compiled.empty:
         return
     data = source(None) if callable(source) and not isinstance(source, Dataset) else source
-    batch = _cast(next(iter(data)), model)
+    # a copy: iterating the dataset itself would start the workers on its next epoch's
+    # order (a reshuffling shuffle draws a new order for each iteration)
+    batch = _cast(next(iter(copy.copy(data) if isinstance(data, Dataset) else data)), model)
     x, y, sw = unpack_x_y_sample_weight(batch)
     with torch.no_grad():
         model.compute_metrics(x, y, model(x, training=False), sw)
@@ -183,6 +186,7 @@ class _Logs:
     def __init__(self, model: Model) -> None:
         self.model = model
         self.results: list[RemoteValue] = []
+        self.completed = 0  # steps that ran (not failed, not cancelled) among those read
         self._done = 0
         self._sum = torch.zeros_like(flat_states(model.metrics))
         self._extras: dict[str, float] = {}
@@ -194,6 +198,7 @@ class _Logs:
                 states, extras = rv.get()
             except Exception:  # noqa: BLE001 - failed or cancelled steps count for nothing
                 continue
+            self.completed += 1
             if states.numel() != self._sum.numel():
                 raise UsageError(explain("metric states", states.numel(), "the workers' "
                                          f"metrics differ from the chief's ({self._sum.numel()} "
@@ -328,7 +333,7 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
             ran_out = _train_epoch(coordinator, model_ref, iterator, steps, cbs, tracker,
                                    interval)
             logs = tracker.logs()
-            model._train_counter += len(tracker.results)
+            model._train_counter += tracker.completed  # the progress bar shows the steps run
             if evaluation is not None and _should_validate(epoch, validation_freq):
                 val_logs = evaluation.run(cbs, in_fit=True)
                 logs.update({"val_" + k: v for k, v in val_logs.items()})

@@ -14,9 +14,8 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -30,26 +29,20 @@ from distrib.distribute.replica_context import ReplicaContext
 from distrib.distribute.sync_on_read import SyncOnReadGroup
 from distrib.distribute.values import Mirrored, unwrap
 from distrib.input import distribute_dataset, distribute_datasets_from_function
-from distrib.mixed_precision import LossScaleOptimizer
-from distrib.strategies._gradient_sync import StepRecord, sum_gradients
+from distrib.strategies._optimizer_steps import OptimizerSteps, OptimizerT
 from distrib.strategies._replication import is_replicated, keeps_in_sync, replicate_module
 from distrib.strategies._scope_tracker import Gather, ModuleTracker
-from distrib.strategies._step_hooks import StepHooks
 
 if TYPE_CHECKING:
     from distrib.strategies.base import Strategy
 
 __all__ = ["StrategyExtended", "OptimizerT"]
 
-#: What ``setup_optimizer`` takes and returns: a torch optimizer, or one wrapped for loss
-#: scaling (its ``inner_optimizer`` steps).
-OptimizerT = TypeVar("OptimizerT", torch.optim.Optimizer, LossScaleOptimizer)
-
 # Every step runs when it is called: nothing to do around an execution (reusable, reentrant).
 _EAGER_EXECUTION: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
-class StrategyExtended:
+class StrategyExtended(OptimizerSteps):
     """Library-facing half of a strategy: the replica group, placement and the strategy hooks.
 
     The public methods below are what the layers above use (input, checkpoints,
@@ -127,11 +120,7 @@ class StrategyExtended:
         self._tracker: ModuleTracker | None = None
         self._group = _group_of(comm, device, wrap)
         self._sync_on_read = SyncOnReadGroup(self._group)
-        self._setups = 0  # modules set up so far (a step record made before may be stale)
-        self._records: weakref.WeakKeyDictionary[torch.optim.Optimizer, StepRecord] = \
-            weakref.WeakKeyDictionary()
-        if self._group.num_replicas_in_sync > 1:  # gradients may need summing at steps
-            StepHooks.add(self)
+        self._start_optimizer_steps()
 
     # ----------------------------------------------------------- group facts
     @property
@@ -361,99 +350,6 @@ class StrategyExtended:
             return []
         return [n for n, p in root.named_parameters()
                 if p.requires_grad and not self._keeps_in_sync(p)]
-
-    def setup_optimizer(self, optimizer: OptimizerT) -> OptimizerT:
-        """Prepare ``optimizer`` (over this strategy's modules) to train; returns what to use.
-
-        ``compile`` and the Estimator call it; an optimizer a custom loop creates is
-        taken in at its first step instead (see :meth:`manages_optimizer`).
-        """
-        inner = optimizer.inner_optimizer if isinstance(optimizer, LossScaleOptimizer) \
-            else optimizer
-        if self._group.num_replicas_in_sync > 1:
-            self._step_record(inner).claimed = True
-        return self._setup_optimizer(optimizer)
-
-    def _setup_optimizer(self, optimizer: OptimizerT) -> OptimizerT:
-        return optimizer
-
-    # -------------------------------------------------------- optimizer steps
-    def intercept_optimizer_steps(self) -> None:
-        """Have :meth:`before_optimizer_step` / :meth:`after_optimizer_step` called around
-        every ``optimizer.step()`` of an optimizer this strategy manages."""
-        StepHooks.add(self)
-
-    def manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
-        """Whether this strategy takes part in ``optimizer``'s steps.
-
-        By default: it set the optimizer up, the optimizer steps a parameter it keeps in
-        sync, or the optimizer steps inside its scope or replica function (TensorFlow's
-        ``apply_gradients`` sums under the strategy of its context).
-        """
-        return self._manages_optimizer(optimizer)
-
-    def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
-        record = self._step_record(optimizer)
-        if not record.claimed:
-            frame = context.current_frame()
-            record.claimed = bool(record.in_sync) or (
-                frame is not None and frame.strategy is self._strategy)
-        return record.claimed
-
-    def _step_record(self, optimizer: torch.optim.Optimizer) -> StepRecord:
-        """What this strategy knows of ``optimizer``'s parameters (made once, renewed when
-        they or the modules set up change)."""
-        record = self._records.get(optimizer)
-        if record is None:
-            record = StepRecord.of(optimizer, self._setups, self._keeps_in_sync)
-        else:
-            renewed = record.renewed(optimizer, self._setups, self._keeps_in_sync)
-            if renewed is record:
-                return record
-            record = renewed
-        self._records[optimizer] = record
-        return record
-
-    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Called before ``optimizer.step()`` updates this strategy's parameters."""
-        self._before_optimizer_step(optimizer)
-
-    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        record = self._step_record(optimizer)
-        record.check_parameters(type(optimizer).__name__)
-        self._synchronize_gradients(optimizer, record)
-
-    def _synchronize_gradients(self, optimizer: torch.optim.Optimizer,
-                               record: StepRecord) -> None:
-        params = record.pending()
-        if params:
-            sum_gradients(params, self._group.all_reduce_sum)
-            record.note_summed(params)
-
-    def deferred_updates(self) -> contextlib.AbstractContextManager[None]:
-        """A block in which ``optimizer.step()`` may return before its update is applied.
-
-        Only for code that reads no parameter after the step until the block ends
-        (``fit``'s default step); every update is applied when the block ends.  A
-        strategy whose updates travel to another process (parameter servers) lets the
-        rest of the step overlap the update; the others run the block as it is.
-
-        Example::
-
-            with strategy.extended.deferred_updates():
-                loss.backward(); optimizer.step(); metric.update_state(y, y_pred)
-        """
-        return self._deferred_updates()
-
-    def _deferred_updates(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Called after ``optimizer.step()`` updated this strategy's parameters."""
-        self._after_optimizer_step(optimizer)
-
-    def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        pass
 
     @property
     def should_use_with_coordinator(self) -> bool:

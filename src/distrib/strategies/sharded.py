@@ -114,8 +114,10 @@ class FullyShard:
 
     Args:
         axis: the mesh axis parameters are sharded over.
-        reshard_after_forward: free gathered parameters after the forward (ZeRO-3; False
-            keeps them until the backward: ZeRO-2, more memory, one all-gather less).
+        reshard_after_forward: free a unit's gathered parameters after its forward (ZeRO-3;
+            False keeps them until the backward: ZeRO-2, more memory, one all-gather less
+            per unit).  The root's stay gathered until the backward either way, as torch's
+            default does.
         offload_params: keep the shards in CPU memory (torch's ``CPUOffloadPolicy``).
         mp_policy: torch's ``MixedPrecisionPolicy`` (None: compute in the parameters' dtype).
         min_unit_params: the size rule for units.
@@ -160,7 +162,9 @@ class FullyShard:
         units = self.unit_modules(module)
         for unit in units:
             fully_shard(unit, **kwargs)
-        fully_shard(module, **kwargs)
+        # The root's parameters are used again as soon as the backward starts: torch's own
+        # default keeps them gathered after the forward (one all-gather less per step).
+        fully_shard(module, **{**kwargs, "reshard_after_forward": False})
         for m in [*units, module]:
             _sum_gradients(m)
 

@@ -10,7 +10,8 @@ Examples::
     distrib run --cluster "chief=1,worker=2,evaluator=1" train.py  # a TF_CONFIG cluster here
 
 Exit status: ``plan`` 0, or 1 for an invalid configuration; ``run`` the status
-of the program (or of the first task that failed), 2 for invalid options.
+of the program (or of the first task that failed; under a ``ps`` job, of the chief),
+2 for invalid options.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      "program resumes from its latest checkpoint (default 0)")
     run.add_argument("--grace-period", type=_non_negative_float, default=10.0,
                      metavar="SECONDS", help="time between SIGTERM and SIGKILL when stopping "
-                     "the tasks (--cluster mode; default 10)")
+                     "the tasks, and that the tasks of a ps cluster get to end by themselves "
+                     "once the chief has ended (--cluster mode; default 10)")
     run.add_argument("-m", "--module", action="store_true",
                      help="SCRIPT is a module name, run as `python -m SCRIPT`")
     run.add_argument("script", help="the program (a .py file, or a module with -m)")

@@ -1,11 +1,13 @@
-"""torch's global optimizer step hooks, dispatched to the strategies that take over steps.
+"""torch's global optimizer step hooks, dispatched to the strategies that take part in steps.
 
-A strategy whose parameters are not updated where the gradients are computed
-(ParameterServerStrategy: on the ``ps`` tasks; CentralStorageStrategy: once, on the
-chief) calls ``extended.intercept_optimizer_steps()``; from then on every
-``optimizer.step()`` in this process — ``Model.fit``'s or a custom loop's, whoever
-created the optimizer — asks each such strategy whether it manages the optimizer and
-calls its ``before_optimizer_step`` / ``after_optimizer_step``.
+Every strategy of more than one replica (its gradients may need summing when the
+optimizer applies them, TensorFlow's ``apply_gradients``), and every strategy whose
+parameters are not updated where the gradients are computed (ParameterServerStrategy:
+on the ``ps`` tasks; CentralStorageStrategy: once, on the chief), is added here; from
+then on every ``optimizer.step()`` in this process — ``Model.fit``'s or a custom loop's,
+whoever created the optimizer — asks each of them whether it manages the optimizer and
+calls its ``before_optimizer_step`` / ``after_optimizer_step``.  An optimizer no
+strategy manages costs one question per strategy and step.
 
 Example::
 

@@ -251,7 +251,9 @@ def optimizer_class(optimizer: Any) -> str:
         'torch.optim.sgd.SGD'
     """
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    return f"{type(inner).__module__}.{type(inner).__qualname__}"
+    # a distrib.optimizers class keeps the state of the torch class it is built on
+    cls = getattr(type(inner), "_torch_class", type(inner))
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _hyper_parameters(state: dict[str, Any]) -> list[list[str]]:

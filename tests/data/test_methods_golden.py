@@ -150,3 +150,14 @@ def test_save_load_checks_and_snapshot_persists(tmp_path: Path) -> None:
     assert [int(x) for x in again] == [0, 1, 2]
     # read back, not recomputed (the first element may be looked at for its structure)
     assert calls.count(1) == calls.count(2) == 1
+
+
+def test_tf_data_experimental_spellings() -> None:
+    from distrib.data import experimental
+
+    choice = Dataset.from_tensor_slices(torch.tensor([1, 0]))
+    got = experimental.choose_from_datasets([Dataset.range(2), Dataset.range(5, 7)], choice)
+    assert [int(x) for x in got] == [5, 0]
+    assert [int(x) for x in experimental.Counter(4, -1).take(3)] == [4, 3, 2]
+    ds = experimental.sample_from_datasets([Dataset.range(2)], seed=0)
+    assert [int(x) for x in ds] == [0, 1]

@@ -38,7 +38,12 @@ from distrib.data.tfrecord import TFRecordWriter
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "SHARD_HINT",
            "AutoShardPolicy", "DistributeOptions", "cardinality", "TFRecordWriter",
            "make_example", "parse_single_example", "parse_example", "FixedLenFeature",
-           "VarLenFeature", "FixedLenSequenceFeature"]
+           "VarLenFeature", "FixedLenSequenceFeature", "sample_from_datasets",
+           "choose_from_datasets", "Counter"]
+
+sample_from_datasets = Dataset.sample_from_datasets
+choose_from_datasets = Dataset.choose_from_datasets
+Counter = Dataset.counter
 
 
 def cardinality(dataset: Dataset) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 import distrib
-from distrib.training import saving
+from distrib import files
 from distrib.training.callbacks import ModelCheckpoint
 from tests.support import clean_env
 
@@ -80,14 +80,14 @@ def test_live_writers_and_other_hosts_keep_their_temporaries(tmp_path: Path) -> 
 def test_model_checkpoint_writes_one_temporary_file_per_save(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[str] = []
-    real = saving.tempfile.mkstemp
+    real = files.tempfile.mkstemp
 
     def counting_mkstemp(*args: object, **kwargs: object) -> tuple[int, str]:
         fd, name = real(*args, **kwargs)  # type: ignore[call-overload]
         made.append(name)
         return fd, name
 
-    monkeypatch.setattr(saving.tempfile, "mkstemp", counting_mkstemp)
+    monkeypatch.setattr(files.tempfile, "mkstemp", counting_mkstemp)
     assert distrib.Model.saves_atomically is True
     x, y = np.zeros((8, 2), np.float32), np.zeros((8, 1), np.float32)
     checkpoint = ModelCheckpoint(str(tmp_path / "w-{epoch}.pt"), save_weights_only=True)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
+
+from distrib.files import atomic_path
 
 __all__ = ["STATE_FILE", "CheckpointState", "read_state", "write_state"]
 
@@ -62,14 +63,6 @@ def write_state(directory: str, state: CheckpointState) -> None:
     """Replace the state file of ``directory`` with ``state``, atomically."""
     doc = {"latest": state.latest, "all": state.all, "timestamps": state.timestamps,
            "last_preserved_timestamp": state.last_preserved_timestamp}
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{STATE_FILE}-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(directory, STATE_FILE))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_path(os.path.join(directory, STATE_FILE)) as tmp, \
+            open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)

@@ -37,6 +37,7 @@ from distrib.data._plan import Ctx
 from distrib.data.dataset import Dataset
 from distrib.data.tfrecord import TFRecordWriter, read_records
 from distrib.errors import DataError, UsageError, explain
+from distrib.files import atomic_path
 
 __all__ = ["save", "Load", "snapshot", "FILE"]
 
@@ -62,11 +63,10 @@ def save(dataset: Dataset, path: str, compression: str | None) -> None:
         raise UsageError(explain("compression", compression, "must be None, 'GZIP' or 'ZLIB'",
                                  "leave it None"))
     os.makedirs(path, exist_ok=True)
-    target = os.path.join(path, FILE)
-    partial = target + ".partial"
     count = 0
     rows: list[list[Any]] = []
-    with TFRecordWriter(partial, compression or None) as out:
+    with atomic_path(os.path.join(path, FILE)) as partial, \
+            TFRecordWriter(partial, compression or None) as out:
         for element in dataset:
             if count == 0 and not rows:
                 out.write(json.dumps({"format": _FORMAT, "version": 1,
@@ -84,7 +84,6 @@ def save(dataset: Dataset, path: str, compression: str | None) -> None:
             out.write(fmt.encode_chunk(rows))
             count += len(rows)
         out.write(json.dumps({"format": _FORMAT, "elements": count}).encode())
-    os.replace(partial, target)
 
 
 def _leaf(x: Any) -> Any:

@@ -45,6 +45,7 @@ from distrib.estimator.hooks import (
     check_hooks,
 )
 from distrib.estimator.run_config import TaskType
+from distrib.files import atomic_path
 
 __all__ = ["TrainSpec", "EvalSpec", "train_and_evaluate"]
 
@@ -265,10 +266,9 @@ def _write_marker(estimator: Any, marker: str) -> None:
     from distrib.estimator.checkpoints import step_of
 
     doc = {"cluster": marker, "global_step": step_of(latest) if latest else None}
-    tmp = os.path.join(estimator.model_dir, f".{_DONE_FILE}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(os.path.join(estimator.model_dir, _DONE_FILE)) as tmp, \
+            open(tmp, "w", encoding="utf-8") as f:
         json.dump(doc, f)
-    os.replace(tmp, os.path.join(estimator.model_dir, _DONE_FILE))
 
 
 def _training_finished_at(estimator: Any, marker: str) -> int | None:

@@ -25,7 +25,6 @@ import pickle
 import re
 import shutil
 import socket
-import tempfile
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +33,7 @@ import numpy as np
 import torch
 
 from distrib.errors import CheckpointError, DistribError, UsageError, explain
+from distrib.files import atomic_path
 
 __all__ = ["atomic_save", "check_filepath", "save_on_chief", "load_file", "get_weights", "set_weights",
            "optimizer_class", "load_optimizer_state", "load_module_state", "FORMAT",
@@ -112,18 +112,8 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> None:
         raise IsADirectoryError(explain("filepath", path, "is an existing directory",
                                         "give a file name, e.g. ckpt/weights.pt"))
     remove_stale_temporaries(directory)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(),
-                               suffix="-" + os.path.basename(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_path(path, prefix=temporary_prefix()) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
 
 
 def check_filepath(filepath: object) -> str:

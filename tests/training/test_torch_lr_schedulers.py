@@ -59,3 +59,10 @@ def test_a_scheduler_on_another_optimizer_is_refused() -> None:
             LearningRateScheduler(torch.optim.lr_scheduler.StepLR(other, 1))])
     with pytest.raises(UsageError, match="interval"):
         LearningRateScheduler(torch.optim.lr_scheduler.StepLR(other, 1), interval="step")
+
+
+def test_a_torch_scheduler_given_as_a_callback_steps_after_every_epoch() -> None:
+    model = _model()
+    sched = torch.optim.lr_scheduler.ExponentialLR(model.optimizer, gamma=0.5)
+    model.fit(*_data(), batch_size=4, epochs=3, verbose=0, callbacks=[sched])
+    assert model.optimizer.learning_rate == pytest.approx(0.1 / 8)

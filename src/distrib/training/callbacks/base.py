@@ -299,6 +299,9 @@ def _flatten(callbacks: Any) -> list[Callback]:
         return []
     if isinstance(callbacks, (list, tuple)):
         return [cb for item in callbacks for cb in _flatten(item)]
+    from distrib.training.callbacks import learning_rate_scheduler as lrs  # (a cycle at import)
+    if lrs.is_torch_scheduler(callbacks):  # torch's habit: stepped after every epoch
+        return [lrs.LearningRateScheduler(callbacks)]
     if not isinstance(callbacks, Callback):
         raise InvalidTypeError(explain("callbacks", callbacks, "must be a list of "
                                        "distrib.training.callbacks.Callback objects",

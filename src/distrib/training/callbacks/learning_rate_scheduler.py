@@ -66,7 +66,7 @@ class LearningRateScheduler(Callback):
     def __init__(self, schedule: Any, verbose: int = 0, interval: str = "epoch",
                  monitor: str = "val_loss") -> None:
         super().__init__()
-        if _is_torch_scheduler(schedule):
+        if is_torch_scheduler(schedule):
             if interval not in ("epoch", "batch"):
                 raise UsageError(explain("interval", interval, "a torch LR scheduler is "
                                          "stepped every 'epoch' or every 'batch'",
@@ -80,7 +80,7 @@ class LearningRateScheduler(Callback):
         self.verbose = verbose
         self.interval = interval
         self.monitor = monitor
-        self._torch = _is_torch_scheduler(schedule)
+        self._torch = is_torch_scheduler(schedule)
         self._applied_epoch: int | None = None
 
     def on_train_begin(self, logs: Logs | None = None) -> None:
@@ -147,7 +147,9 @@ class LearningRateScheduler(Callback):
             self._step_torch(logs)
 
 
-def _is_torch_scheduler(schedule: Any) -> bool:
+def is_torch_scheduler(schedule: Any) -> bool:
+    """Whether ``schedule`` is a torch LR scheduler (``fit(callbacks=[scheduler])`` steps it
+    after every epoch, as :class:`LearningRateScheduler` does)."""
     return isinstance(schedule, (torch.optim.lr_scheduler.LRScheduler,
                                  torch.optim.lr_scheduler.ReduceLROnPlateau))
 

@@ -161,3 +161,11 @@ def test_tf_data_experimental_spellings() -> None:
     assert [int(x) for x in experimental.Counter(4, -1).take(3)] == [4, 3, 2]
     ds = experimental.sample_from_datasets([Dataset.range(2)], seed=0)
     assert [int(x) for x in ds] == [0, 1]
+
+
+def test_sample_from_datasets_rerandomizes_only_when_asked() -> None:
+    parts = [Dataset.range(50), Dataset.range(100, 150)]
+    same = Dataset.sample_from_datasets(parts)
+    assert [int(x) for x in same] == [int(x) for x in same]
+    fresh = Dataset.sample_from_datasets(parts, seed=2, rerandomize_each_iteration=True)
+    assert [int(x) for x in fresh] != [int(x) for x in fresh]

@@ -144,7 +144,8 @@ class SampleFromDatasets(Dataset):
         self._weights = w / w.sum()
         self._seed = seed
         self._stop = bool(stop_on_empty_dataset)
-        self._rerandomize = bool(rerandomize_each_iteration) if seed is not None else True
+        # TF: the same draws every epoch unless rerandomize_each_iteration
+        self._rerandomize = bool(rerandomize_each_iteration)
         super().__init__(*datasets)
 
     def _uid_parts(self) -> tuple[Any, ...]:

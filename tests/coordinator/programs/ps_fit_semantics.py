@@ -42,14 +42,17 @@ def metric(strategy: distrib.ParameterServerStrategy) -> list[list[float]]:
         lambda: distrib.data.Dataset.from_tensor_slices((X, Y)).batch(16).repeat())
     iterator = iter(dataset)
 
-    def step(it: object) -> tuple[torch.Tensor, int]:
-        x, y = next(it)  # type: ignore[call-overload]
+    def replica_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         logits = net(x)
         nn.functional.cross_entropy(logits, y).backward()
         opt.step()
         opt.zero_grad()
         accuracy.update_state(y, logits)
-        return (logits.argmax(1) == y).sum(), int(y.shape[0])
+        return (logits.argmax(1) == y).sum()
+
+    def step(it: object) -> tuple[torch.Tensor, int]:   # as TensorFlow's tutorial writes it
+        x, y = next(it)  # type: ignore[call-overload]
+        return strategy.run(replica_step, args=(x, y)), int(y.shape[0])
 
     epochs = []
     for _ in range(3):

@@ -169,3 +169,14 @@ def test_sample_from_datasets_rerandomizes_only_when_asked() -> None:
     assert [int(x) for x in same] == [int(x) for x in same]
     fresh = Dataset.sample_from_datasets(parts, seed=2, rerandomize_each_iteration=True)
     assert [int(x) for x in fresh] != [int(x) for x in fresh]
+
+
+def test_ragged_and_sparse_batches_are_refused_with_the_way_out() -> None:
+    with pytest.raises(ValueError, match="padded_batch"):
+        Dataset.range(3).ragged_batch(2)
+    with pytest.raises(ValueError, match="padded_batch"):
+        Dataset.range(3).sparse_batch(2, [4])
+    draws = Dataset.random(seed=4).take(1000)
+    values = [int(x) for x in draws]
+    assert values == [int(x) for x in draws] and len(set(values)) == 1000
+    assert min(values) < 0 < max(values)

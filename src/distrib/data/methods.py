@@ -15,7 +15,11 @@ the outputs TensorFlow gave (``tests/data/golden/``).  Differences:
   predicates and random-access inputs; an error raised by a generator or a
   file reader ends that input;
 * ``window`` elements are (structures of) datasets, as in TF; their
-  ``element_spec`` is the spec of the window's elements.
+  ``element_spec`` is the spec of the window's elements;
+* ``Dataset.random`` draws with torch, and ``fingerprint`` is distrib's own
+  hash of the pipeline (equal pipelines, equal fingerprints), not TF's value;
+* ``ragged_batch`` and ``sparse_batch`` are refused (torch has neither
+  RaggedTensor nor tf.SparseTensor): ``padded_batch`` is the way.
 
 Example:
     >>> from distrib.data import Dataset
@@ -153,6 +157,64 @@ class DatasetMethods:
         from distrib.data.windows import IgnoreErrors
         check_flag("log_warning", log_warning)
         return IgnoreErrors(self._self(), log_warning)
+
+    def rebatch(self, batch_size: int | Sequence[int], drop_remainder: bool = False
+                ) -> Dataset:
+        """The rows of this batched dataset in new batches of ``batch_size`` (a list: cycled).
+
+        Example:
+            >>> from distrib.data import Dataset, TensorSpec
+            >>> [b.tolist() for b in Dataset.range(7).batch(3).rebatch(2)]
+            [[0, 1], [2, 3], [4, 5], [6]]
+        """
+        from distrib.data.windows import Rebatch
+        sizes = [batch_size] if not isinstance(batch_size, Sequence) else list(batch_size)
+        if not sizes:
+            raise UsageError(explain("batch_size", batch_size, "must be a size or a non-empty "
+                                     "list of sizes", "pass e.g. 32 or [16, 16]"))
+        checked = [_positive("rebatch batch_size", s, "pass sizes >= 1") for s in sizes]
+        return Rebatch(self._self(), checked, bool(drop_remainder))
+
+    @staticmethod
+    def random(seed: int | None = None, rerandomize_each_iteration: bool | None = None
+               ) -> Dataset:
+        """Uniform random int64 values without end (torch's draws, not TensorFlow's).
+
+        Example:
+            >>> from distrib.data import Dataset, TensorSpec
+            >>> ds = Dataset.random(seed=4).take(2)
+            >>> [int(x) for x in ds] == [int(x) for x in ds]
+            True
+        """
+        from distrib.data.transforms import check_seed
+        from distrib.data.windows import RandomInts
+        return RandomInts(check_seed("seed", seed), bool(rerandomize_each_iteration))
+
+    def fingerprint(self) -> torch.Tensor:
+        """A uint64 scalar naming this pipeline's structure and parameters (not TF's value).
+
+        Equal pipelines built twice (in any process) have equal fingerprints.
+
+        Example:
+            >>> from distrib.data import Dataset, TensorSpec
+            >>> bool(Dataset.range(3).fingerprint() == Dataset.range(3).fingerprint())
+            True
+        """
+        return torch.tensor(self._self()._uid & ((1 << 63) - 1), dtype=torch.int64).to(
+            torch.uint64)
+
+    def ragged_batch(self, batch_size: int, drop_remainder: bool = False,
+                     row_splits_dtype: Any = None) -> Dataset:
+        """Refused: torch has no RaggedTensor; use ``padded_batch`` (or ``batch`` after ``map``)."""
+        raise UsageError(explain("ragged_batch", batch_size, "is not available: torch has no "
+                                 "RaggedTensor", "use padded_batch(batch_size), which pads "
+                                 "each batch to its longest element"))
+
+    def sparse_batch(self, batch_size: int, row_shape: Any) -> Dataset:
+        """Refused: torch has no tf.SparseTensor; use ``padded_batch``."""
+        raise UsageError(explain("sparse_batch", batch_size, "is not available: distrib "
+                                 "elements are dense torch tensors", "use padded_batch("
+                                 "batch_size, padded_shapes=row_shape)"))
 
     # ----------------------------------------------------------- windows
     def window(self, size: int, shift: int | None = None, stride: int = 1,

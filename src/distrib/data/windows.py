@@ -29,7 +29,7 @@ from distrib.data.transforms import _Passthrough
 from distrib.errors import DataError, InvalidTypeError, explain
 
 __all__ = ["Elements", "Window", "Scan", "TakeWhile", "GroupByWindow", "Unique",
-           "IgnoreErrors", "scalar_bool", "scalar_int"]
+           "IgnoreErrors", "Rebatch", "RandomInts", "scalar_bool", "scalar_int"]
 
 _log = logging.getLogger("distrib.data")
 
@@ -405,3 +405,79 @@ class IgnoreErrors(_Passthrough):
             yield from node._elements(ctx)
         except Exception as err:            # noqa: BLE001 - the input cannot go on
             self._dropped(err)
+
+
+class Rebatch(_Passthrough):
+    """``rebatch``: the rows of a batched dataset in batches of ``sizes`` (cycled).
+
+    Example:
+        >>> [b.tolist() for b in Rebatch(Dataset.range(5).batch(2), [3, 1], False)]
+        [[0, 1, 2], [3], [4]]
+    """
+
+    def __init__(self, dataset: Dataset, sizes: list[int], drop_remainder: bool) -> None:
+        self._sizes, self._drop = sizes, drop_remainder
+        super().__init__(dataset)
+
+    def _compute_kind(self) -> str | None:
+        return None
+
+    def _uid_parts(self) -> tuple[Any, ...]:
+        return (tuple(self._sizes), self._drop)
+
+    def _pure(self) -> bool:
+        return False
+
+    def _card(self) -> int:
+        return INFINITE if self._input._card() == INFINITE else UNKNOWN
+
+    def _batch_info(self) -> tuple[bool, int | None, bool]:
+        same = len(set(self._sizes)) == 1
+        return (True, self._sizes[0] if same and self._drop else None, self._drop)
+
+    def _stream(self, ctx: Ctx) -> Iterator[Any]:
+        rows: list[Any] = []
+        k = 0
+        for batch in self._input._elements(ctx):
+            rows.extend(_nest.unstack(batch))
+            while len(rows) >= self._sizes[k % len(self._sizes)]:
+                n = self._sizes[k % len(self._sizes)]
+                yield _nest.stack(rows[:n], ragged=True)
+                rows = rows[n:]
+                k += 1
+        if rows and not self._drop:
+            yield _nest.stack(rows, ragged=True)
+
+    def _spec(self) -> Any:
+        return Dataset._spec(self)
+
+
+class RandomInts(Dataset):
+    """``Dataset.random``: uniform int64 values without end, from a torch generator.
+
+    Example:
+        >>> a = [int(x) for x in RandomInts(1, False).take(3)]
+        >>> a == [int(x) for x in RandomInts(1, False).take(3)]
+        True
+    """
+
+    def __init__(self, seed: int | None, rerandomize: bool) -> None:
+        self._seed, self._rerandomize = seed, rerandomize
+        super().__init__()
+
+    def _uid_parts(self) -> tuple[Any, ...]:
+        return (self._seed, self._rerandomize)
+
+    def _pure(self) -> bool:
+        return False
+
+    def _card(self) -> int:
+        return INFINITE
+
+    def _stream(self, ctx: Ctx) -> Iterator[Any]:
+        from distrib.data._plan import generator, mix
+        base = self._seed if self._seed is not None else mix(ctx.run_seed, self._uid)
+        g = generator(mix(base, ctx.key) if self._rerandomize else mix(base))
+        while True:
+            yield from torch.randint(-(1 << 63), (1 << 63) - 1, (1024,), dtype=torch.int64,
+                                     generator=g).unbind()

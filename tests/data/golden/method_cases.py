@@ -78,6 +78,16 @@ case("ignore_errors_map")(lambda D, ops: D.range(6).map(
 case("ignore_errors_map_then_batch")(lambda D, ops: D.range(8).map(
     lambda x: ops.check_finite(1.0 / ops.float32(x % 3))).ignore_errors().batch(2))
 
+case("rebatch")(lambda D, ops: D.range(7).batch(3).rebatch(2))
+case("rebatch_sizes")(lambda D, ops: D.range(8).batch(4).rebatch([3, 1]))
+case("rebatch_drop_remainder")(lambda D, ops: D.range(7).batch(3).rebatch(2, drop_remainder=True))
+case("rebatch_sizes_drop_remainder")(lambda D, ops: D.range(9).batch(4).rebatch(
+    [2, 3], drop_remainder=True))
+case("rebatch_tuple")(lambda D, ops: D.from_tensor_slices(
+    (np.arange(5), np.arange(5) * 2)).batch(2).rebatch(3))
+case("fingerprint_repeatable")(lambda D, ops: bool(
+    D.range(3).map(lambda x: x + 1).fingerprint() == D.range(3).map(lambda x: x + 1).fingerprint()))
+
 # ---------------------------------------------------------- grouping
 case("group_by_window")(lambda D, ops: D.range(10).group_by_window(
     lambda x: x % 3, lambda k, w: w.batch(2), window_size=2))

@@ -344,7 +344,7 @@ class IgnoreErrors(_Passthrough):
 
     An error raised by a ``map`` function or a ``filter`` predicate drops that
     element and the pipeline goes on, as in TensorFlow; so does one raised
-    while reading an element of a random-access input.  Any other input (a
+    while reading an element (or a batch) of a random-access input.  Any other input (a
     generator, a file reader) cannot be resumed after it raised: its error
     ends the input.
 
@@ -392,14 +392,16 @@ class IgnoreErrors(_Passthrough):
                 if keep:
                     yield element
             return
-        if node._kind == "rows" and node._card() >= 0:
+        if node._kind in ("rows", "refs") and node._card() >= 0:
             for pos in range(node._card()):
                 try:
-                    row = node._get(torch.tensor([pos]), ctx)
+                    got = node._get(torch.tensor([pos]), ctx)
+                    element = got[0].materialize() if node._kind == "refs" \
+                        else _nest.unstack(got)[0]
                 except Exception as err:    # noqa: BLE001
                     self._dropped(err)
                     continue
-                yield _nest.unstack(row)[0]
+                yield element
             return
         try:
             yield from node._elements(ctx)

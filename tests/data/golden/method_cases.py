@@ -87,6 +87,8 @@ case("rebatch_tuple")(lambda D, ops: D.from_tensor_slices(
     (np.arange(5), np.arange(5) * 2)).batch(2).rebatch(3))
 case("fingerprint_repeatable")(lambda D, ops: bool(
     D.range(3).map(lambda x: x + 1).fingerprint() == D.range(3).map(lambda x: x + 1).fingerprint()))
+case("ignore_errors_batch_of_map")(lambda D, ops: D.range(8).map(
+    lambda x: ops.check_finite(1.0 / ops.float32(x % 3))).batch(2).ignore_errors())
 
 # ---------------------------------------------------------- grouping
 case("group_by_window")(lambda D, ops: D.range(10).group_by_window(

@@ -159,6 +159,7 @@ class KerasOptimizer(torch.optim.Optimizer):
         self.gradient_accumulation_steps = None
         self._keras_args = {}
         self.built = False
+        self._hooked = False  # built by build(): Keras' steps around torch's update
         self._iterations = 0
         self._exclude_ids: set[int] = set()
         self._exclude_pattern: re.Pattern[str] | None = None
@@ -210,6 +211,7 @@ class KerasOptimizer(torch.optim.Optimizer):
         if self.use_ema:
             self._averages = [p.detach().clone() for p in flat]
         self.register_step_pre_hook(_before_update)
+        self._hooked = True
         _install_post_hook()
         return self
 
@@ -426,8 +428,7 @@ def _before_update(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> 
 
 
 def _after_update(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-    if isinstance(optimizer, KerasOptimizer) and optimizer.built \
-            and optimizer._optimizer_step_pre_hooks:
+    if isinstance(optimizer, KerasOptimizer) and optimizer._hooked:
         optimizer._after()
 
 

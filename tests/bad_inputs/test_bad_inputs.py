@@ -1,7 +1,10 @@
-"""Bad inputs through the public API: each raises a clear error naming the bad value.
+"""Bad inputs through the public API and the ``distrib`` command, each asserting its class.
 
-The cases live in one list per area (``*_cases.py``); add a case there.  Each case runs
-with every cluster variable unset, plus the variables the case sets.
+Every case is one of: a clear error (the bad value, the rule, the fix), a warning
+TensorFlow gives too, or an input TensorFlow accepts with the result checked (see
+``case.py``).  None is silent and none waits: the cases live in one list per area
+(``*_cases.py``); add a case there.  Each case runs in its own temporary folder, with
+every cluster variable unset, plus the variables the case sets.
 """
 
 from __future__ import annotations

@@ -167,6 +167,10 @@ class ClusterCoordinator:
 
     def __new__(cls, strategy: Any, closure_timeout: float | None = CLOSURE_TIMEOUT
                 ) -> ClusterCoordinator:
+        if not hasattr(strategy, "extended"):
+            raise InvalidTypeError(explain("ClusterCoordinator strategy", strategy,
+                                           "must be a distrib.ParameterServerStrategy",
+                                           "pass the strategy: ClusterCoordinator(strategy)"))
         existing = _COORDINATORS.get(strategy)
         if existing is not None:
             return existing

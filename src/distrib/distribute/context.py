@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from distrib.errors import ContextError
+from distrib.errors import ContextError, explain
 
 if TYPE_CHECKING:
     from distrib.distribute.group import StrategyLike
@@ -205,6 +205,10 @@ def experimental_set_strategy(strategy: Any) -> None:
         _stack.global_scope = None
     if strategy is None:
         return
+    if not callable(getattr(strategy, "scope", None)):
+        raise ContextError(explain("experimental_set_strategy strategy", strategy,
+                                   "must be a distrib strategy or None",
+                                   "pass e.g. distrib.MirroredStrategy(), or None to leave it"))
     if _stack.frames:
         raise ContextError("Must not be called inside a `tf.distribute.Strategy` scope.")
     scope = strategy.scope()

@@ -39,7 +39,8 @@ def compute_average_loss(per_example_loss: torch.Tensor,
         tensor(3.)
     """
     if not isinstance(per_example_loss, torch.Tensor):
-        per_example_loss = torch.as_tensor(per_example_loss)
+        per_example_loss = _loss_tensor("compute_average_loss per_example_loss",
+                                        per_example_loss)
     if sample_weight is not None:
         per_example_loss = per_example_loss * _weights_for(per_example_loss, sample_weight)
     if global_batch_size is None:
@@ -90,7 +91,23 @@ def scale_regularization_loss(regularization_loss: torch.Tensor) -> torch.Tensor
         >>> scale_regularization_loss(torch.tensor(4.0))
         tensor(4.)
     """
+    if not isinstance(regularization_loss, torch.Tensor):
+        regularization_loss = _loss_tensor("scale_regularization_loss regularization_loss",
+                                           regularization_loss)
     return regularization_loss / _programs()
+
+
+def _loss_tensor(what: str, value: object) -> torch.Tensor:
+    """``value`` as a float tensor; a clear error when it is not a tensor, array or number."""
+    try:
+        t = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        t = None
+    if t is None or not (t.is_floating_point() or t.is_complex() or t.dtype in (
+            torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)):
+        raise UsageError(explain(what, value, "must be a tensor (or a number) of losses",
+                                 "pass the loss tensor the replica function computed"))
+    return t
 
 
 def _programs() -> int:

@@ -36,6 +36,16 @@ class ValueContext:
     """
 
     def __init__(self, replica_id_in_sync_group: int = 0, num_replicas_in_sync: int = 1) -> None:
+        for what, value, low in (("num_replicas_in_sync", num_replicas_in_sync, 1),
+                                 ("replica_id_in_sync_group", replica_id_in_sync_group, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise UsageError(explain(f"ValueContext {what}", value,
+                                         f"must be an int >= {low}", f"pass e.g. {what}={low}"))
+        if replica_id_in_sync_group >= num_replicas_in_sync:
+            raise UsageError(explain("ValueContext replica_id_in_sync_group",
+                                     replica_id_in_sync_group, "must be below "
+                                     f"num_replicas_in_sync ({num_replicas_in_sync})",
+                                     "number the replicas from 0"))
         self.replica_id_in_sync_group = replica_id_in_sync_group
         self.num_replicas_in_sync = num_replicas_in_sync
 
@@ -106,6 +116,9 @@ class ReplicaContext:
             >>> ctx.merge_call(lambda strategy: 11) + 1
             12
         """
+        if not callable(merge_fn):
+            raise UsageError(explain("merge_call merge_fn", merge_fn, "must be callable",
+                                     "pass a function merge_fn(strategy, *args)"))
         wrapped = map_structure(lambda x: PerReplica((x,)) if isinstance(x, torch.Tensor)
                                 else x, args)
         with context.enter(self._strategy, None):

@@ -44,7 +44,7 @@ def _non_negative_float(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if value < 0:
+    if not 0 <= value < float("inf"):  # nan and inf too
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
     return value
 

@@ -65,9 +65,15 @@ def torchrun_command(nproc_per_node: str, script: str, script_args: list[str], *
         ...                  master_addr="node0", master_port="29500", python="python")[3:]
         ['--nproc-per-node=4', '--nnodes=2', '--node-rank=1', '--master-addr=node0', '--master-port=29500', 'train.py']
     """
-    if nproc_per_node not in _NPROC_WORDS:
-        _positive("--nproc-per-node", nproc_per_node,
-                  "give the number of replica processes per machine, e.g. 2 (or 'gpu')")
+    if nproc_per_node not in _NPROC_WORDS and _positive(
+            "--nproc-per-node", nproc_per_node,
+            "give the number of replica processes per machine, e.g. 2 (or 'gpu')") > 1024:
+        raise ConfigError(explain("--nproc-per-node", nproc_per_node, "at most 1024 replica "
+                                  "processes can be started on one machine",
+                                  "give the number of devices of the machine, e.g. 8"))
+    if master_addr is not None and (not master_addr or any(c.isspace() for c in master_addr)):
+        raise ConfigError(explain("--master-addr", master_addr, "must be a host name or "
+                                  "address (not empty, no spaces)", "e.g. --master-addr node0"))
     nodes = _check_nnodes(nnodes)
     _check_port(master_port)
     if max_restarts is not None and not max_restarts.isdigit():

@@ -169,6 +169,9 @@ class Strategy:
         op = ReduceOp.from_value(reduce_op)
         self._check_cross_replica("reduce")
         free = () if axis is None else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        if all(isinstance(a, int) for a in free) and len(set(free)) != len(free):
+            raise UsageError(explain("axis", axis, "lists an axis twice",
+                                     "give each axis once, e.g. axis=(0, 1)"))
         self._extended.replica_group.check_signature("strategy.reduce", unwrap(value), free)
         with torch.no_grad():  # a cross-replica result; use ReplicaContext.all_reduce for grads
             return map_structure(lambda x: self._reduce_leaf(op, x, axis), value)
@@ -228,6 +231,9 @@ class Strategy:
     def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext],
                                                                              Any]) -> Any:
         """``value_fn(ValueContext(replica_id, R))`` for this replica, as a ``PerReplica``."""
+        if not callable(value_fn):
+            raise UsageError(explain("value_fn", value_fn, "must be callable",
+                                     "pass a function taking a distrib.ValueContext"))
         ext = self._extended
         out = value_fn(ValueContext(ext._replica_id, ext._num_replicas))
         return wrap_nest(out) if ext._wrap else out

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from distrib.distribute.replica_context import ValueContext
-from distrib.errors import ContextError
+from distrib.errors import ContextError, UsageError, explain
 from distrib.input import InputContext
 from distrib.strategies.base import Strategy, StrategyExtended
 
@@ -57,6 +57,9 @@ class DefaultStrategy(Strategy):
         return dataset_fn(InputContext())
 
     def experimental_distribute_values_from_function(self, value_fn: Any) -> Any:
+        if not callable(value_fn):
+            raise UsageError(explain("value_fn", value_fn, "must be callable",
+                                     "pass a function taking a distrib.ValueContext"))
         return value_fn(ValueContext())
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:

@@ -517,6 +517,10 @@ class ParameterServerStrategy(Strategy):
     def __init__(self, cluster_resolver: ClusterResolver | None = None,
                  variable_partitioner: Callable[..., Any] | None = None,
                  communication_options: CommunicationOptions | None = None) -> None:
+        if cluster_resolver is not None and not isinstance(cluster_resolver, ClusterResolver):
+            raise UsageError(explain("cluster_resolver", cluster_resolver,
+                                     "must be a distrib ClusterResolver or None",
+                                     "pass e.g. distrib.cluster.TFConfigClusterResolver()"))
         options = checked_options(communication_options)
         resolver = cluster_resolver if cluster_resolver is not None else auto_resolver()
         spec, task_type, task_id = _spec_of(resolver)

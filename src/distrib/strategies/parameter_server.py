@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import atexit
 import sys
-import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
@@ -59,6 +58,7 @@ from distrib.rpc.variables import (
     VariableStore,
 )
 from distrib.strategies._processes import checked_options
+from distrib.strategies._ps_metrics import MetricIncrements
 from distrib.strategies.base import Strategy, StrategyExtended
 
 __all__ = ["ParameterServerStrategy", "ParameterServerStrategyExtended"]
@@ -114,9 +114,7 @@ class ParameterServerStrategyExtended(StrategyExtended):
         self._hyper: dict[int, tuple[torch.optim.Optimizer, str]] = {}
         self._defining: set[int] = set()
         self._next_id = 0
-        self._metric_lock = threading.Lock()
-        self._metric_closures: dict[int, list[Any]] = {}  # closure key -> its metrics
-        self._next_metric_key = 0
+        self._metrics = MetricIncrements()  # metrics that scheduled functions use
 
     # ---------------------------------------------------------------- facts
     @property
@@ -381,26 +379,10 @@ class ParameterServerStrategyExtended(StrategyExtended):
         what the function added to their states, and the chief adds it to its own
         objects (:meth:`run_closures`), so that reading a metric on the chief gives the
         total over every function that ran — TensorFlow reads the metric's variables,
-        which every worker updates, on the ``ps``.
+        which every worker updates, on the ``ps`` (``strategies/_ps_metrics.py``).
         """
         self.sync_hyperparameters()
-        metrics: list[Any] = []
-
-        def refs(obj: Any) -> tuple[Any, ...] | None:
-            ref = self._refs(obj)
-            if ref is None and _is_metric(obj) and not any(m is obj for m in metrics):
-                metrics.append(obj)
-            return ref
-
-        blob = pickling.dumps({"fn": fn, "args": args, "kwargs": kwargs}, refs)
-        if not metrics:
-            return blob
-        with self._metric_lock:
-            key = self._next_metric_key = self._next_metric_key + 1
-            self._metric_closures[key] = metrics
-        return pickling.dumps({"fn": _with_metric_increments,
-                               "args": (key, fn, metrics, args, kwargs), "kwargs": {}},
-                              self._refs)
+        return self._metrics.pack(fn, args, kwargs, self._refs, pickling.dumps)
 
     def connect_worker(self, index: int, timeout: float) -> bool:
         """(Re)start the session on worker ``index``; False if it is not reachable."""
@@ -420,24 +402,7 @@ class ParameterServerStrategyExtended(StrategyExtended):
         :meth:`ClusterClient.run`).
         """
         outcomes = self._chief().run(index, closures, seq, timeout)
-        return [(ok, self._add_metric_increments(value) if ok else value)
-                for ok, value in outcomes]
-
-    def _add_metric_increments(self, value: Any) -> Any:
-        """The function's own result; what it added to metric states goes to the chief's metrics."""
-        if not (isinstance(value, dict) and _METRIC_MARK in value):
-            return value
-        with self._metric_lock:
-            # a function that ran twice (its first worker was lost) counts once
-            metrics = self._metric_closures.pop(int(value[_METRIC_MARK]), None)
-            for metric, increment in zip(metrics or [], value["increments"]):
-                states, pos = metric.state_tensors(), 0
-                for i, state in enumerate(states):
-                    part = torch.as_tensor(increment)[pos:pos + state.numel()]
-                    states[i] = state + part.reshape(state.shape).to(state.dtype)
-                    pos += state.numel()
-                metric.assign_state_tensors(states)
-        return value["value"]
+        return [(ok, self._metrics.apply(value) if ok else value) for ok, value in outcomes]
 
     def check_cluster(self) -> None:
         """Raise the error of a lost ``ps`` task, if any."""
@@ -464,27 +429,6 @@ class ParameterServerStrategyExtended(StrategyExtended):
     def _exit_scope(self, agree: bool = True) -> None:
         if self._role == "chief":
             super()._exit_scope(agree)
-
-
-_METRIC_MARK = "__distrib_metric_increments__"
-_METRIC_API = ("update_state", "result_from", "local_state", "state_tensors",
-               "assign_state_tensors")
-
-
-def _is_metric(obj: Any) -> bool:
-    """Whether ``obj`` is a ``distrib.metrics`` metric (states summed when read)."""
-    return not isinstance(obj, type) and all(callable(getattr(obj, name, None))
-                                             for name in _METRIC_API)
-
-
-def _with_metric_increments(key: int, fn: Callable[..., Any], metrics: list[Any],
-                            args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """On a worker: run ``fn`` and return its result with what it added to ``metrics``."""
-    before = [m.local_state().clone() for m in metrics]
-    value = fn(*args, **kwargs)
-    after = [m.local_state() for m in metrics]
-    return {_METRIC_MARK: key, "value": value,
-            "increments": [a - b for a, b in zip(after, before)]}
 
 
 def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import distrib
 from distrib.training.torch_loaders import ReplicaBatches
-from tests.support import run_python
+from tests.support import localhost_cluster, run_python, start_cluster, wait_all
 
 PROGRAM = str(pathlib.Path(__file__).parent / "programs" / "loader_program.py")
 
@@ -68,3 +68,15 @@ def test_a_distributed_sampler_is_honoured_or_refused(tmp_path: pathlib.Path) ->
     assert proc.stdout.count("UsageError") == 2, proc.stdout + proc.stderr[-3000:]
     assert "DistributedSampler(num_replicas=3" in proc.stdout
     assert "must be made for the strategy's replicas" in proc.stdout
+
+
+@pytest.mark.slow
+def test_loader_on_two_tf_config_workers_matches_one_process(tmp_path: pathlib.Path) -> None:
+    (oracle,) = _run("oracle", tmp_path / "oracle", 1)
+    out = tmp_path / "workers"
+    results = wait_all(start_cluster([PROGRAM, "multi_worker", str(out)],
+                                     localhost_cluster(worker=2)))
+    for name, (code, _, err) in results.items():
+        assert code == 0, f"{name}: {err[-3000:]}"
+    for rank in range(2):
+        _same(torch.load(f"{out}.rank{rank}", weights_only=True), oracle)

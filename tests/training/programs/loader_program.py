@@ -1,7 +1,7 @@
 """fit on a user's torch DataLoader, run unchanged on one process and on 2 replicas.
 
 Usage: python loader_program.py MODE OUT
-MODE: oracle | mirrored | distributed_sampler | wrong_sampler | iterable
+MODE: oracle | mirrored | multi_worker | distributed_sampler | wrong_sampler | iterable
 The loader has 2 workers (each touches OUT.worker-<pid>), shuffles, and collates
 dictionaries into ``(x, y)`` tuples with a ``collate_fn``; 21 examples in batches of 4
 leave a final batch of 1 (replica 1 gets an empty share). Saves the weights and history.
@@ -43,8 +43,12 @@ def collate(items: list[dict[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.T
 
 def main() -> None:
     mode, out = sys.argv[1], sys.argv[2]
-    strategy = distrib.get_strategy() if mode == "oracle" else \
-        distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"])
+    if mode == "oracle":
+        strategy = distrib.get_strategy()
+    elif mode == "multi_worker":
+        strategy = distrib.MultiWorkerMirroredStrategy()
+    else:
+        strategy = distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"])
 
     def mark(worker: int) -> None:
         open(f"{out}.worker-{os.getpid()}", "w").close()

@@ -1,0 +1,68 @@
+"""The Python code blocks of the user documentation run as written.
+
+Each ```python block of the files in :data:`CHECKED` runs in a fresh interpreter, in an
+empty directory. A block may be marked, on the line just before its opening fence:
+
+* ``<!-- block: NAME -->`` names it;
+* ``<!-- block: continues NAME -->`` runs it after the block NAME (same interpreter);
+* ``<!-- block: not run (REASON) -->`` leaves it out (say why).
+
+Shell, JSON and text blocks are commands and outputs, not run here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support import run_python
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKED = ["README.md", "docs/keras_and_torch_tools.md", "docs/troubleshooting.md"]
+"""The files whose blocks run as written (the other docs are to be brought here)."""
+
+_BLOCK = re.compile(r"(?:^<!-- block: (?P<mark>[^>]*?) -->\n)?^```(?P<lang>\w*)\n(?P<code>.*?)^```",
+                    re.M | re.S)
+
+
+def _blocks(path: str) -> list[tuple[str, str, str]]:
+    """``(mark, lang, code)`` of every fenced block of ``path``."""
+    text = (ROOT / path).read_text()
+    return [(m["mark"] or "", m["lang"], m["code"]) for m in _BLOCK.finditer(text)]
+
+
+def _programs() -> list[tuple[str, int, str]]:
+    out = []
+    for path in CHECKED:
+        named: dict[str, str] = {}
+        for i, (mark, lang, code) in enumerate(_blocks(path)):
+            if lang != "python" or mark.startswith("not run"):
+                continue
+            if mark.startswith("continues "):
+                base = mark.split()[1]
+                assert base in named, f"{path} block {i}: continues unknown block {base!r}"
+                code = named[base] + "\n" + code
+            elif mark:
+                named[mark] = code
+            out.append((path, i, code))
+    return out
+
+
+def test_every_marker_is_known() -> None:
+    for path in CHECKED:
+        for mark, _, _ in _blocks(path):
+            assert not mark or mark.startswith(("continues ", "not run (")) \
+                or re.fullmatch(r"[\w-]+", mark), f"{path}: unknown block marker {mark!r}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path,index,code", _programs(),
+                         ids=[f"{p}#{i}" for p, i, _ in _programs()])
+def test_the_block_runs_as_written(path: str, index: int, code: str,
+                                   tmp_path: Path) -> None:
+    script = tmp_path / "block.py"
+    script.write_text(code)
+    proc = run_python([str(script)], cwd=tmp_path)
+    assert proc.returncode == 0, f"{path} block {index}:\n{code}\n{proc.stderr[-3000:]}"

@@ -68,6 +68,13 @@ def _backend_name(jit_compile: Any) -> str | None:
     if jit_compile is True:
         return DEFAULT_BACKEND
     if isinstance(jit_compile, str) and jit_compile:
+        import torch._dynamo
+
+        known = torch._dynamo.list_backends(exclude_tags=())
+        if jit_compile not in known:  # torch.compile would fail at the first step
+            raise UsageError(explain("jit_compile", jit_compile, "is not a torch.compile "
+                                     f"backend (the backends are {', '.join(sorted(known))})",
+                                     "pass jit_compile=True (inductor) or one of those names"))
         return jit_compile
     raise UsageError(explain("jit_compile", jit_compile, "must be True, False, None or the "
                              "name of a torch.compile backend",

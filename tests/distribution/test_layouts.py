@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -10,6 +13,8 @@ from distrib import distribution
 from distrib.distribution.plan import LayoutPlan
 from distrib.errors import InvalidTypeError, UsageError
 from tests.support import run_python
+
+PROGRAMS = Path(__file__).parent / "programs"
 
 
 @pytest.fixture
@@ -164,3 +169,24 @@ def test_a_mesh_that_does_not_hold_every_process_once_is_refused() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "this program runs 1 processes, one per device" in proc.stdout
     assert "Fix:" in proc.stdout
+
+
+def test_layouts_on_layers_other_than_linear_are_refused(mesh: distribution.DeviceMesh) -> None:
+    # torch's DTensor computes a Conv2d split by output channels as if one process's
+    # channels were all of them: distrib refuses the layout instead.
+    layout_map = distribution.LayoutMap(mesh)
+    layout_map["0.weight"] = ("model", None, None, None)
+    cnn = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU())
+    with pytest.raises(UsageError) as info:
+        LayoutPlan(mesh, "batch", layout_map).apply(cnn, None)  # refused before any mesh use
+    assert "Conv2d" in str(info.value) and "Linear layers only" in str(info.value)
+
+
+@pytest.mark.slow
+def test_a_linear_split_in_neither_torch_style_trains_exactly(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    proc = run_python([str(PROGRAMS / "split_bias.py"), str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["bias_local"] == [2] and report["bias"] == [4]  # split over "model"
+    assert report["diff"] < 1e-12

@@ -3,8 +3,11 @@
 For each parameter path the ``LayoutMap`` gives a ``TensorLayout`` (or none: replicated).
 A ``Linear`` whose weight is split on its output dimension becomes torch's
 ``ColwiseParallel``, on its input dimension ``RowwiseParallel`` (``parallelize_module``).
-Any other split parameter becomes a DTensor with ``Shard``/``Replicate`` placements
-(``distribute_module``); its module computes on DTensors and hands back full tensors.
+A Linear split otherwise (a row-parallel weight with a split bias, say) gets DTensor
+parameters with ``Shard``/``Replicate`` placements (``distribute_module``); it computes on
+DTensors and hands back full tensors.  Parameters of other layers stay unsplit: torch's
+DTensor computes some of them wrongly (a ``Conv2d`` split by output channels returns one
+process's channels as if they were all), so a layout on them raises.
 Column-parallel outputs are gathered and row-parallel inputs taken from the full
 activation, so a layer's neighbours never see a split tensor (one all-gather more per
 column/row pair than a hand-fused plan, correct whatever the forward does with them).
@@ -133,6 +136,14 @@ class LayoutPlan:
                     if k.startswith(prefix) and "." not in k[len(prefix):]}
             if not mine:
                 continue
+            if not isinstance(sub, nn.Linear):
+                raise UsageError(explain(
+                    f"layouts of {type(sub).__name__} parameters {name!r}",
+                    {k: v.axes for k, v in mine.items()}, "distrib splits the parameters "
+                    "of Linear layers only (torch's DTensor computes other layers' split "
+                    "parameters wrongly or not at all, e.g. a Conv2d split by output "
+                    "channels)", "leave this layer's parameters unsplit (None), or shard "
+                    "it over the data with distrib.ShardedStrategy"))
             style = _linear_style(sub, mine)
             if style is not None:
                 axis, colwise = style
@@ -185,7 +196,20 @@ def _distribute_generic(sub: nn.Module, mine: dict[str, TensorLayout], spec: Dev
             if isinstance(x, torch.Tensor) and not isinstance(x, DTensor) else x, args)
 
     def outputs(m: nn.Module, out: Any, device_mesh: TorchMesh) -> Any:
-        return map_structure(lambda x: x.full_tensor() if isinstance(x, DTensor) else x, out)
+        def full(x: Any) -> Any:
+            if isinstance(x, DTensor):
+                return x.full_tensor()
+            if isinstance(x, torch.Tensor):  # DTensor computed a part and dropped its layout
+                raise UsageError(explain(
+                    f"layouts of {type(m).__name__} parameters",
+                    {k: v.axes for k, v in mine.items()}, "torch's DTensor has no sharding "
+                    f"rule that computes this {type(m).__name__} with its parameters split "
+                    "so (it returned one process's part as a plain tensor)",
+                    "split only Linear weights (column or row parallel) and leave this "
+                    "layer's parameters unsplit (None), or shard it over the data with "
+                    "distrib.ShardedStrategy"))
+            return x
+        return map_structure(full, out)
 
     distribute_module(sub, mesh, partition, inputs, outputs)
 

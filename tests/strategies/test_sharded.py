@@ -1,5 +1,6 @@
 """Oracle contract of the sharded strategies: ShardedStrategy (FSDP2, data=2) and
-distrib.distribution's ModelParallel (batch=1 x model=2) and DataParallel (batch=2) end where
+distrib.distribution's ModelParallel (batch=1 x model=2, and batch=2 x model=2 on four
+processes) and DataParallel (batch=2) end where
 one process on the global batch ends, in float64, for the seeds' MLP and CNN, SGD and Adam,
 a custom loop and fit, with an uneven last batch (programs/sharded_oracle.py: one run per
 configuration)."""
@@ -27,13 +28,14 @@ def oracle(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["sharded", "model_parallel", "data_parallel"])
-def test_two_processes_match_one_device(kind: str, oracle: dict[str, torch.Tensor],
-                                        tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind,processes", [("sharded", 2), ("model_parallel", 2),
+                                             ("data_parallel", 2), ("model_parallel_2x2", 4)])
+def test_processes_match_one_device(kind: str, processes: int,
+                                    oracle: dict[str, torch.Tensor], tmp_path: Path) -> None:
     out = tmp_path / "params.pt"
     proc = run_python([PROGRAM, kind, str(out)])
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stdout.count("done replicas=2") == 2
+    assert proc.stdout.count(f"done replicas={processes}") == processes
     got = torch.load(out, weights_only=True)
     assert set(got) == set(oracle)
     # every model x optimizer x loop, parameters and optimizer slots
@@ -45,7 +47,7 @@ def test_two_processes_match_one_device(kind: str, oracle: dict[str, torch.Tenso
         diff = (got[key] - expected).abs().max().item()
         assert diff < TOLERANCE, f"{kind} {key}: max abs diff {diff}"
     held = [float(x) for x in re.findall(r"holds (\d\.\d+) of the parameters", proc.stdout)]
-    assert len(held) == 2
+    assert len(held) == processes
     if kind == "data_parallel":
         assert held == [1.0, 1.0]  # replicated: each process holds everything
     else:  # about half of the MLP's parameters and Adam's moments on each process

@@ -7,6 +7,7 @@ KIND: oracle | sharded | model_parallel | data_parallel
   model_parallel  distrib.distribution.ModelParallel on a (batch=1, model=2) mesh: the
                   Linear layers column/row parallel over "model"
   data_parallel   distrib.distribution.DataParallel over two local CPU processes
+  model_parallel_2x2  ModelParallel on a (batch=2, model=2) mesh of four processes
 Each trains, in float64, 10 steps of a global batch of 16 rows whose last batch has 7
 (split 4 + 3), with SGD (momentum) and with Adam, in a custom loop over
 ``experimental_distribute_dataset`` and with ``Model.fit``, and saves every final
@@ -116,13 +117,15 @@ def make_strategy(kind: str, model: str) -> tuple[distrib.Strategy, Callable[[],
         strategy = distrib.experimental.ShardedStrategy(devices=["cpu:0", "cpu:1"],
                                                         min_unit_params=10_000)
         return strategy, strategy.scope
-    if kind in ("model_parallel", "data_parallel"):
+    if kind in ("model_parallel", "data_parallel", "model_parallel_2x2"):
         from distrib import distribution
-        devices = distribution.list_devices("cpu", count=2)
+        wide = kind == "model_parallel_2x2"
+        devices = distribution.list_devices("cpu", count=4 if wide else 2)
         if kind == "data_parallel":
             dist = distribution.DataParallel(devices=devices)
         else:
-            mesh = distribution.DeviceMesh((1, 2), ("batch", "model"), devices)
+            mesh = distribution.DeviceMesh((2, 2) if wide else (1, 2), ("batch", "model"),
+                                           devices)
             layout_map = distribution.LayoutMap(mesh)
             for key, axes in LAYOUTS[model].items():
                 layout_map[key] = axes
@@ -136,7 +139,7 @@ def main() -> None:
     results: dict[str, torch.Tensor] = {}
     strategy = None
     for model, build in (("mlp", mlp), ("cnn", cnn)):
-        if strategy is None or kind == "model_parallel":
+        if strategy is None or kind.startswith("model_parallel"):
             strategy, scope = make_strategy(kind, model)
         rid = strategy.extended.replica_group.replica_id
         for opt_kind in ("sgd", "adam"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.support import run_python
+from tests.support import localhost_cluster, run_python, start_cluster, wait_all
 
 PROGRAM = str(Path(__file__).parent / "programs" / "sharded_oracle.py")
 TOLERANCE = 1e-9
@@ -52,3 +52,18 @@ def test_processes_match_one_device(kind: str, processes: int,
         assert held == [1.0, 1.0]  # replicated: each process holds everything
     else:  # about half of the MLP's parameters and Adam's moments on each process
         assert all(0.45 < h < 0.55 for h in held), held
+
+
+@pytest.mark.slow
+def test_two_tf_config_workers_match_one_device(oracle: dict[str, torch.Tensor],
+                                                tmp_path: Path) -> None:
+    out = tmp_path / "params.pt"
+    results = wait_all(start_cluster([PROGRAM, "sharded_workers", str(out)],
+                                     localhost_cluster(worker=2)))
+    for name, (code, stdout, err) in results.items():
+        assert code == 0, f"{name}: {err[-4000:]}"
+        assert "done replicas=2" in stdout
+    got = torch.load(out, weights_only=True)
+    assert set(got) == set(oracle)
+    worst = max((got[k] - v).abs().max().item() for k, v in oracle.items())
+    assert worst < TOLERANCE

@@ -4,6 +4,7 @@ Usage: python sharded_oracle.py KIND OUT.pt
 KIND: oracle | sharded | model_parallel | data_parallel
   oracle          one process on the global batch, no strategy
   sharded         ShardedStrategy over two local CPU replicas (mesh data=2, FSDP2)
+  sharded_workers ShardedStrategy over two TF_CONFIG workers
   model_parallel  distrib.distribution.ModelParallel on a (batch=1, model=2) mesh: the
                   Linear layers column/row parallel over "model"
   data_parallel   distrib.distribution.DataParallel over two local CPU processes
@@ -116,6 +117,9 @@ def make_strategy(kind: str, model: str) -> tuple[distrib.Strategy, Callable[[],
     if kind == "sharded":
         strategy = distrib.experimental.ShardedStrategy(devices=["cpu:0", "cpu:1"],
                                                         min_unit_params=10_000)
+        return strategy, strategy.scope
+    if kind == "sharded_workers":  # the cluster from TF_CONFIG, as for MWMS
+        strategy = distrib.ShardedStrategy(min_unit_params=10_000)
         return strategy, strategy.scope
     if kind in ("model_parallel", "data_parallel", "model_parallel_2x2"):
         from distrib import distribution

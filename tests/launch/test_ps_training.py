@@ -98,3 +98,22 @@ def test_a_killed_worker_of_the_estimators_ps_path_is_restarted_alone(tmp_path: 
                                         "(1 of 1); ")
     assert fates["chief:0"] == fates["ps:0"] == "exited with status 0"
     assert _started(tmp_path) == ["chief:0.0", "ps:0.0", "worker:0.0", "worker:0.1"]
+
+
+def test_a_killed_ps_restarts_the_cluster_and_fit_resumes_from_its_backup(
+        tmp_path: Path) -> None:
+    done, report = _run(tmp_path, "chief=1,worker=2,ps=1", "ps_fit.py", "kill-ps", restarts=1)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "task ps:0 was killed by signal 9 (SIGKILL); restarting every task (restart 1 " \
+        "of 1)" in done.stderr
+    # the backup of epoch 0 was the last one written before ps:0 died (epoch 1's backup,
+    # written after the epoch's callbacks, found it gone): the restarted fit starts at
+    # epoch 1, and its history holds every epoch
+    assert done.stdout.count("[chief:0] Epoch 1/5") == 1
+    assert done.stdout.count("[chief:0] Epoch 2/5") == 2
+    assert report["epochs"] == [0, 1, 2, 3, 4]
+    fates = summary(done.stderr)
+    assert fates["ps:0"] == "was killed by signal 9 (SIGKILL); restarted with the cluster " \
+        "(restart 1); exited with status 0"
+    assert fates["chief:0"].endswith("restarted with the cluster (restart 1); exited with "
+                                     "status 0")

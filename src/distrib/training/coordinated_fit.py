@@ -47,6 +47,7 @@ from distrib.training.compile_utils import rows_of, unpack_x_y_sample_weight
 from distrib.training.data_adapter import is_array_like, split_arrays
 from distrib.training.metrics import flat_states, results_from_states
 from distrib.training.train_function import DefaultStep
+from distrib.training.training_state import TrainingState
 
 if TYPE_CHECKING:
     from distrib.training.model import Model
@@ -325,19 +326,23 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         interval = _interval(cbs, "train", steps, False)
         model.stop_training = False
         cbs.on_train_begin()
+        training = TrainingState(model, _WorkersData(), cbs, epochs)
+        initial_epoch = training.resume(initial_epoch)  # BackupAndRestore: a finished epoch
         logs: dict[str, Any] = {}
         for epoch in range(initial_epoch, epochs):
+            start = training.begin_epoch(epoch)  # a backup inside an epoch: its steps so far
             model.reset_metrics()
             cbs.on_epoch_begin(epoch)
             tracker = _Logs(model)
-            ran_out = _train_epoch(coordinator, model_ref, iterator, steps, cbs, tracker,
-                                   interval)
+            ran_out = _train_epoch(coordinator, model_ref, iterator, steps - start, cbs,
+                                   tracker, interval)
             logs = tracker.logs()
             model._train_counter += tracker.completed  # the progress bar shows the steps run
             if evaluation is not None and _should_validate(epoch, validation_freq):
                 val_logs = evaluation.run(cbs, in_fit=True)
                 logs.update({"val_" + k: v for k, v in val_logs.items()})
             cbs.on_epoch_end(epoch, logs)
+            training.epoch_done(epoch)
             if ran_out:
                 warnings.warn(_OUT_OF_DATA.format(steps * epochs), stacklevel=2)
                 break
@@ -345,6 +350,24 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
                 break
         cbs.on_train_end(logs)
         return model.history
+
+
+class _WorkersData:
+    """The data position a backup holds under ParameterServerStrategy: none.
+
+    Each worker reads its own pipeline, which a restarted cluster builds again from the
+    beginning (as TensorFlow's workers do), so ``BackupAndRestore`` resumes at the
+    epoch (or step) it saved, with the model, optimizer and callbacks as they were.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def sample(self) -> Any:
+        return None  # the metrics are built before training starts (_build_metrics)
 
 
 def _train_epoch(coordinator: ClusterCoordinator, model_ref: Any, iterator: Any, steps: int,

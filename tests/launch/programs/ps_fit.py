@@ -6,7 +6,8 @@ Every task writes ``OUT/<task>.<start>.pid`` (start: ``DISTRIB_RESTART_COUNT``) 
 creates the strategy.  The chief fits 5 epochs of 8 steps; after epoch 1 it SIGKILLs
 worker:1's first process and waits until it is gone.  With MODE ``rejoin`` it then
 schedules small functions until one runs on a restarted worker:1 (a new process), before
-the rest of fit runs.  The chief writes ``OUT/report.json``: the epochs' losses, and the
+the rest of fit runs.  With MODE ``kill-ps`` it SIGKILLs ps:0 instead (in the first run
+only); fit resumes from its ``BackupAndRestore`` backup when the cluster is restarted.  The chief writes ``OUT/report.json``: the epochs' losses, and the
 pids of worker:1 before and after.  Every wait is bounded (300 s), then an error.
 """
 
@@ -60,6 +61,10 @@ class KillWorker1(distrib.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         if epoch != 1:
             return
+        if MODE == "kill-ps":
+            if os.environ["DISTRIB_RESTART_COUNT"] == "0":
+                os.kill(int((OUT / "ps:0.0.pid").read_text()), signal.SIGKILL)
+            return
         pid = int((OUT / "worker:1.0.pid").read_text())
         os.kill(pid, signal.SIGKILL)
         wait_for(lambda: gone(pid), "worker:1 to die")
@@ -94,10 +99,13 @@ def main() -> None:
         model.compile(optimizer="adam", metrics=["accuracy"],
                       loss=distrib.losses.SparseCategoricalCrossentropy(from_logits=True))
     killer = KillWorker1(strategy)
+    # synchronous backups: the one of epoch 0 is complete before ps:0 is killed
+    backup = distrib.callbacks.BackupAndRestore(
+        str(OUT / "backup"), options=distrib.train.CheckpointOptions(enable_async=False))
     history = model.fit(train.repeat(), epochs=5, steps_per_epoch=8, verbose=2,
-                        callbacks=[killer])
+                        callbacks=[backup, killer])
     (OUT / "report.json").write_text(json.dumps({"loss": history.history["loss"],
-                                                 **killer.report}))
+                                                 "epochs": history.epoch, **killer.report}))
 
 
 if __name__ == "__main__":

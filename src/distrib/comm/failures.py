@@ -9,7 +9,7 @@ that they can say *what* happened, every replica process keeps here:
 * on an exception inside one, :func:`report_failure` writes the exception and the
   call to the store; the heartbeat thread of every other replica reads it within a
   second (:func:`watch`).  Unless every replica raised in that call (the same error
-  everywhere) within two seconds, the failed replica then aborts its side of the
+  everywhere) within five seconds, the failed replica then aborts its side of the
   process group, so that the others' pending collective ends at once, with
   :class:`~distrib.errors.ReplicaFailedError` naming the replica and its exception;
 * at the end of the program, :func:`publish_end` writes whether it ended normally and
@@ -49,7 +49,7 @@ __all__ = ["note_call", "current_call", "report_failure", "attach", "detach", "w
 _FAILED = "distrib/failed/"
 _FAILURES = "distrib/failures"
 _ENDED = "distrib/ended/"
-_ALL_RAISED_SECONDS = 2.0  # how long a failed replica waits to see whether all raised
+_ALL_RAISED_SECONDS = 5.0  # how long a failed replica waits to see whether all raised
 
 
 class _Record:

@@ -26,7 +26,7 @@ Example::
             train_step((batch, rows), rows)
 """
 
-from distrib.engine.agreement import StepAgreement
+from distrib.engine.agreement import Agreed, Agreement, StepAgreement
 from distrib.engine.calls import collective_call, collective_iterator
 
-__all__ = ["StepAgreement", "collective_call", "collective_iterator"]
+__all__ = ["Agreed", "Agreement", "StepAgreement", "collective_call", "collective_iterator"]

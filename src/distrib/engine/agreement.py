@@ -16,15 +16,36 @@ Example::
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from distrib import nest
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import DataError, explain
+from distrib.input.digest import same_data
 
-__all__ = ["StepAgreement", "local_rows"]
+__all__ = ["StepAgreement", "Agreement", "Agreed", "local_rows"]
+
+
+def _check_fingerprints(every: list[int], local_replicas: int) -> None:
+    """Raise, on every replica alike, when the replicas' fingerprints differ."""
+    differ = same_data(every, local_replicas)
+    if differ:
+        raise DataError(explain(
+            "input data", f"replica(s) {differ} read a different global batch than "
+            "replica 0 (or than their worker's first replica)", "replicas that split one "
+            "dataset, or take the batches of one worker's pipeline in turn, must build it "
+            "from the same "
+            "data (each replica process builds the pipeline itself; here the batch "
+            "its replicas split differs: data drawn at random per process, a file "
+            "that changed, a different argument)", "build the data identically in "
+            "every process (seed numpy before drawing, e.g. np.random.seed(0), and "
+            "draw the same values everywhere), or give each replica its own data "
+            "with strategy.distribute_datasets_from_function"))
 
 
 def local_rows(batch: Any) -> int:
@@ -35,6 +56,55 @@ def local_rows(batch: Any) -> int:
         if isinstance(leaf, torch.Tensor):
             return int(leaf.shape[0]) if leaf.dim() else 1
     return 0
+
+
+@dataclass(frozen=True)
+class Agreed:
+    """What the replicas agreed on at one exchange."""
+
+    next_rows: int           # examples of the next step over every replica
+    all_have_data: bool      # every replica has a non-empty next batch
+    loss: float | None       # the step's loss over every replica's examples
+    time: float              # the chief's clock
+    stops: int               # replicas that asked to stop
+    errors: int              # replicas that failed
+
+
+class Agreement:
+    """The Estimator's per-step agreement: one all-reduce of a few float64 numbers per
+    exchange (no collective for one replica) — the next step's rows, whether every replica
+    has data, the step's loss, the chief's clock, stop requests, failures, and every
+    replica's fingerprint of the next global batch where the input takes one."""
+
+    def __init__(self, group: ReplicaGroupInfo) -> None:
+        self._group = group
+        self._replicas = group.num_replicas_in_sync
+
+    def exchange(self, next_rows: int = 0, loss: float | None = None, rows: int = 0,
+                 stop: bool = False, error: bool = False, digest: int | None = None
+                 ) -> Agreed:
+        """Exchange this replica's numbers; every replica must call it at the same point.
+
+        ``digest``: the input's fingerprint of the next global batch (None when the input
+        takes none at this step); replicas whose fingerprints differ raise ``DataError``.
+        """
+        now = time.time() if self._group.is_chief else 0.0
+        weighted = 0.0 if loss is None or rows == 0 else loss * rows
+        values = [float(next_rows), 1.0 if next_rows > 0 else 0.0, weighted,
+                  float(rows) if loss is not None else 0.0, now, float(stop), float(error)]
+        if self._replicas > 1:
+            slots = [0.0] * self._replicas  # exact in float64: 52 bits of the fingerprint
+            slots[self._group.replica_id] = -1.0 if digest is None else float(digest >> 10)
+            reduced = self._group.all_reduce_sum(torch.tensor(values + slots,
+                                                              dtype=torch.float64))
+            values = [float(v) for v in reduced.tolist()]
+            _check_fingerprints([int(v) << 10 for v in values[7:]],
+                                self._group.local_replicas)
+        total_loss = values[2] / values[3] if values[3] > 0 else (
+            float("nan") if loss is not None and np.isnan(loss) else None)
+        return Agreed(next_rows=int(values[0]), all_have_data=values[1] == self._replicas,
+                      loss=total_loss, time=values[4], stops=int(values[5]),
+                      errors=int(values[6]))
 
 
 class StepAgreement:
@@ -55,15 +125,5 @@ class StepAgreement:
         if known is not None or digest is None or self.replicas == 1:
             return known
         every = self.group.each([local_rows(batch), digest])
-        differ = [r for r, (_, d) in enumerate(every) if d != every[0][1]]
-        if differ:
-            raise DataError(explain(
-                "input data", f"replica(s) {differ} read a different global batch than "
-                "replica 0", "replicas that split one dataset must build it from the same "
-                "data (each replica process builds the pipeline itself; here the batch "
-                "its replicas split differs: data drawn at random per process, a file "
-                "that changed, a different argument)", "build the data identically in "
-                "every process (seed numpy before drawing, e.g. np.random.seed(0), and "
-                "draw the same values everywhere), or give each replica its own data "
-                "with strategy.distribute_datasets_from_function"))
+        _check_fingerprints([d for _, d in every], self.group.local_replicas)
         return sum(r for r, _ in every)

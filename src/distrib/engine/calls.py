@@ -35,6 +35,8 @@ def collective_call(name: str) -> Iterator[None]:
     _depth.n = depth + 1
     try:
         yield
+    except GeneratorExit:  # predictions not all read: the caller closed the generator
+        raise
     except BaseException as exc:
         failures.report_failure(exc)
         raise

@@ -25,11 +25,12 @@ from typing import Any
 
 import torch
 
+from distrib.engine import Agreement
 from distrib.errors import UsageError, explain
 from distrib.estimator.hooks import SessionRunHook
 from distrib.estimator.metrics import metric_of
 from distrib.estimator.mode_keys import ModeKeys
-from distrib.estimator.session import Agreement, HookRunner, RunSession, set_named, to_numpy
+from distrib.estimator.session import HookRunner, RunSession, set_named, to_numpy
 from distrib.estimator.train_loop import Writers, close_iterator, loss_dtype, next_batch
 from distrib.training.metric_base import Metric, flat_states, results_from_states
 

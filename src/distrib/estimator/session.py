@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from distrib import nest
-from distrib.distribute.group import ReplicaGroupInfo
+from distrib.engine import Agreement
 from distrib.errors import PeerLostError, UsageError, explain
 from distrib.estimator.hooks import (
     Session,
@@ -42,43 +41,7 @@ from distrib.estimator.hooks import (
 from distrib.estimator.metrics import MetricValue, UpdateOp
 from distrib.training.metric_base import Metric
 
-__all__ = ["Agreement", "Agreed", "RunSession", "HookRunner", "to_numpy", "set_named"]
-
-
-@dataclass(frozen=True)
-class Agreed:
-    """What the replicas agreed on at one exchange."""
-
-    next_rows: int           # examples of the next step over every replica
-    all_have_data: bool      # every replica has a non-empty next batch
-    loss: float | None       # the step's loss over every replica's examples
-    time: float              # the chief's clock
-    stops: int               # replicas that asked to stop
-    errors: int              # replicas that failed
-
-
-class Agreement:
-    """One all-reduce of a few float64 numbers per exchange (no collective for one replica)."""
-
-    def __init__(self, group: ReplicaGroupInfo) -> None:
-        self._group = group
-        self._replicas = group.num_replicas_in_sync
-
-    def exchange(self, next_rows: int = 0, loss: float | None = None, rows: int = 0,
-                 stop: bool = False, error: bool = False) -> Agreed:
-        """Exchange this replica's numbers; every replica must call it at the same point."""
-        now = time.time() if self._group.is_chief else 0.0
-        weighted = 0.0 if loss is None or rows == 0 else loss * rows
-        values = [float(next_rows), 1.0 if next_rows > 0 else 0.0, weighted,
-                  float(rows) if loss is not None else 0.0, now, float(stop), float(error)]
-        if self._replicas > 1:
-            reduced = self._group.all_reduce_sum(torch.tensor(values, dtype=torch.float64))
-            values = [float(v) for v in reduced.tolist()]
-        total_loss = values[2] / values[3] if values[3] > 0 else (
-            float("nan") if loss is not None and np.isnan(loss) else None)
-        return Agreed(next_rows=int(values[0]), all_have_data=values[1] == self._replicas,
-                      loss=total_loss, time=values[4], stops=int(values[5]),
-                      errors=int(values[6]))
+__all__ = ["RunSession", "HookRunner", "to_numpy", "set_named"]
 
 
 def to_numpy(value: Any) -> Any:

@@ -5,7 +5,7 @@ batch; the train op applied to the loss weighted by this replica's share of the
 step's examples (``rows / global rows``: 1/R for equal batches), so that the
 SUM-all-reduced gradient is the gradient of the mean loss over the global batch;
 the global step advanced; the next batch taken; ONE small all-reduce
-(:class:`~distrib.estimator.session.Agreement`) of the next batch sizes, the loss
+(:class:`~distrib.engine.Agreement`) of the next batch sizes, the loss
 and the chief's clock; hooks' ``after_run``.  A step runs only when every replica
 has a batch (TensorFlow ends training when any replica's input ends).
 
@@ -29,12 +29,13 @@ import numpy as np
 import torch
 
 from distrib.distribute.values import unwrap
+from distrib.engine import Agreement
 from distrib.estimator.basic_hooks import LoggingTensorHook, NanTensorHook, StepCounterHook
 from distrib.estimator.hooks import CheckpointSaverListener, SessionRunHook
 from distrib.estimator.inputs import rows_of, split_element
 from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.saver_hooks import CheckpointSaverHook, SummarySaverHook
-from distrib.estimator.session import Agreement, HookRunner, RunSession, set_named
+from distrib.estimator.session import HookRunner, RunSession, set_named
 from distrib.training.callbacks.tensorboard import summary_writer
 
 __all__ = ["run_training", "Writers", "next_batch", "close_iterator", "loss_dtype"]
@@ -82,6 +83,12 @@ def next_batch(iterator: Any, wrapped: bool = False) -> tuple[Any, int]:
         return None, 0
     features, labels = split_element(unwrap(element) if wrapped else element)
     return (features, labels), rows_of(features, labels)
+
+
+def _fingerprint(iterator: Any, batch: Any) -> int | None:
+    """The input's fingerprint of the global batch just taken, where it takes one (the
+    engine's data check: see ``distrib.input.digest``); None at the end of the data."""
+    return getattr(iterator, "global_digest", None) if batch is not None else None
 
 
 def close_iterator(iterator: Any) -> None:
@@ -153,7 +160,7 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
     wrapped = ext.replica_group.wrap_per_replica
     try:
         batch, rows = next_batch(iterator, wrapped)
-        agreed = agreement.exchange(next_rows=rows)
+        agreed = agreement.exchange(next_rows=rows, digest=_fingerprint(iterator, batch))
         if batch is None or not agreed.all_have_data:
             if chief:
                 _log.warning("Training with estimator made no steps. Perhaps input is empty "
@@ -178,7 +185,7 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
         runner.after_create_session()
         loss = _steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,
                       agreement, batch if not finished else None, rows, agreed, last_step,
-                      remote)
+                      remote, lambda batch: _fingerprint(iterator, batch))
         if remote is not None:
             remote.finish(runtime)
         runner.end()
@@ -192,7 +199,8 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
 
 def _steps(runtime: Any, strategy: Any, take: Callable[[], tuple[Any, int]],
            runner: HookRunner, agreement: Agreement, batch: Any, rows: int, agreed: Any,
-           last_step: int | None, remote: Any) -> float | None:
+           last_step: int | None, remote: Any,
+           fingerprint: Callable[[Any], int | None]) -> float | None:
     loss: float | None = None
     made = 0
     stop = False
@@ -213,11 +221,13 @@ def _steps(runtime: Any, strategy: Any, take: Callable[[], tuple[Any, int]],
         made += 1
         local = float(spec.loss.detach())
         current = rows
+        digest = None
         if last_step is None or runtime.step < last_step:
             batch, rows = take()
+            digest = fingerprint(batch)
         else:
             batch, rows = None, 0
-        agreed = agreement.exchange(next_rows=rows, loss=local, rows=current)
+        agreed = agreement.exchange(next_rows=rows, loss=local, rows=current, digest=digest)
         loss = agreed.loss
         set_named(runner.session, loss, before, spec.predictions)
         stop = runner.after_run(agreed.time) or finished

@@ -8,6 +8,10 @@ fingerprints the *global* batch of the first step of each epoch and of a few
 sampled steps after it (steps 1, 2, 4, 8, ...: about log2(steps) per epoch), and the
 step engine compares the replicas' fingerprints with the step's agreement on rows.
 
+The replicas that split one pipeline's global batches compare with every replica; the
+replicas of a worker that take the batches of one ``dataset_fn`` pipeline in turn compare
+within their worker (:data:`WORKER_SCOPE`).
+
 Example:
     >>> digest_of((torch.zeros(2, 3), torch.ones(2))) == digest_of((torch.zeros(2, 3), torch.ones(2)))
     True
@@ -25,9 +29,27 @@ import torch
 
 from distrib import nest
 
-__all__ = ["digest_of", "checked_step"]
+__all__ = ["digest_of", "checked_step", "WORKER_SCOPE", "same_data"]
 
 _MASK = (1 << 62) - 1
+WORKER_SCOPE = 1 << 62
+"""Set in a fingerprint that only the replicas of one worker share (they take the batches
+of one ``dataset_fn`` pipeline in turn; other workers' pipelines may differ)."""
+
+
+def same_data(every: list[int], local_replicas: int) -> list[int]:
+    """The replica ids (by position in ``every``, one fingerprint per replica, -1 where a
+    replica took none) whose fingerprint differs from the one it must equal: replica 0's,
+    or its worker's first replica's for fingerprints with :data:`WORKER_SCOPE`.
+
+    Example:
+        >>> same_data([5, 5, 7], 1), same_data([WORKER_SCOPE | 5, WORKER_SCOPE | 5,
+        ...                                     WORKER_SCOPE | 7, WORKER_SCOPE | 7], 2)
+        ([2], [])
+    """
+    per_worker = any(d >= 0 and d & WORKER_SCOPE for d in every)
+    step = max(1, local_replicas) if per_worker else len(every)
+    return [r for r, d in enumerate(every) if d != every[r - r % step]]
 
 
 def checked_step(step: int, start: int) -> bool:

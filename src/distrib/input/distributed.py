@@ -163,8 +163,9 @@ class DistributedDataset:
     def fingerprinted(self) -> bool:
         """Whether its iterators fingerprint global batches (several replicas splitting
         batches of one shared pipeline; see ``distrib.input.digest``)."""
-        return self._group.num_replicas_in_sync > 1 and self._plan.shared \
-            and self._plan.mode in ("split", "pieces", "rebatch")
+        plan = self._plan
+        return self._group.num_replicas_in_sync > 1 and (
+            plan.takes_turns or plan.shared and plan.mode in ("split", "pieces", "rebatch"))
 
     def __iter__(self) -> DistributedIterator:
         it = DistributedIterator(self, self._epoch, self._start)

@@ -42,7 +42,7 @@ from distrib.data import _nest
 from distrib.data._plan import BatchRef, Ctx
 from distrib.data.dataset import Dataset
 from distrib.data.options import INFINITE, UNKNOWN
-from distrib.input.digest import checked_step, digest_of
+from distrib.input.digest import WORKER_SCOPE, checked_step, digest_of
 
 __all__ = ["StepPlan", "piece_bounds", "rebatch_slices", "NO_ROWS"]
 
@@ -209,6 +209,13 @@ class StepPlan:
     shared: bool = True
     portable: bool = True
 
+    @property
+    def takes_turns(self) -> bool:
+        """Whether the replicas of a worker take the batches of one pipeline in turn (a
+        ``dataset_fn`` pipeline, ``PER_WORKER``): they must all read the same one."""
+        return self.mode == "stride" and self.concat == 1 and self.local_replicas > 1 \
+            and self.stride == self.local_replicas
+
     # ----------------------------------------------------------------- steps
     def _outputs(self, worker: int) -> int:
         """Batches the rebatch of ``worker``'s sizes makes of this pipeline (or a constant)."""
@@ -271,8 +278,15 @@ class StepPlan:
             yield from self._rebatched(reader, start, digests if self.shared else None)
             return
         s = start
+        in_turn = digests is not None and self.takes_turns
         while True:
             k, piece = self._locate(s)
+            if in_turn and checked_step(s, start):  # the batch the worker's first replica takes
+                first = reader.get(s * self.stride)
+                if first is not _END:
+                    first = first.materialize() if isinstance(first, BatchRef) else first
+                    assert digests is not None
+                    digests[s] = digest_of(first) | WORKER_SCOPE
             if self.concat > 1:
                 item = self._concat(reader, k)
             else:

@@ -177,8 +177,7 @@ class _BatchLogPlan:
         wanted = [cb.batch_log_interval(hook, steps, in_fit) for cb in callbacks]
         interval = math.gcd(*[int(w) for w in wanted if w])
         if runner.replicas > 1:  # a callback on some replicas only still gets its logs
-            every = runner.group.all_gather(torch.tensor([interval], dtype=torch.int64), 0)
-            interval = math.gcd(*[int(w) for w in every.tolist()])
+            interval = math.gcd(*[w for (w,) in runner.group.each([interval])])
         self.interval = interval
         self.runner = runner
         self.calls = 0

@@ -293,10 +293,15 @@ class Model(nn.Module):
         if unknown:
             raise UsageError(explain("compile() arguments", sorted(unknown), "are not "
                                      "arguments of compile", "remove them"))
-        for name, flag in (("jit_compile", jit_compile), ("run_eagerly", kwargs.get("run_eagerly"))):
-            if flag is not None and not isinstance(flag, bool) and flag != "auto":
-                raise UsageError(explain(name, flag, "must be True, False or None",
-                                         f"pass {name}=True or {name}=False"))
+        if jit_compile is not None and not isinstance(jit_compile, (bool, str)):
+            raise UsageError(explain("jit_compile", jit_compile, "must be True, False, None "
+                                     "or the name of a torch.compile backend",
+                                     "pass jit_compile=True or jit_compile=False"))
+        run_eagerly = kwargs.get("run_eagerly")
+        if run_eagerly is not None and not isinstance(run_eagerly, bool) \
+                and run_eagerly != "auto":
+            raise UsageError(explain("run_eagerly", run_eagerly, "must be True, False or None",
+                                     "pass run_eagerly=True or run_eagerly=False"))
         if kwargs.get("run_eagerly") and jit_compile:
             raise UsageError(explain("jit_compile", jit_compile, "You cannot enable "
                                      "`run_eagerly` and `jit_compile` at the same time",
@@ -636,9 +641,10 @@ class Model(nn.Module):
                      **kwargs: Any) -> None:
         """Write the module's ``state_dict()`` atomically (the chief writes; all call)."""
         with collective_call("Model.save_weights"):
-            self.distribute_strategy.extended.sync_buffers(self)
-            saving.save_on_chief(self.distribute_strategy, filepath,
-                                 lambda: _cpu(self._net().state_dict()), overwrite)
+            # Every replica asks the strategy (a sharded one gathers); the chief writes.
+            state = self.distribute_strategy.extended.module_state_dict(self._net())
+            saving.save_on_chief(self.distribute_strategy, filepath, lambda: _cpu(state),
+                                 overwrite)
 
     def load_weights(self, filepath: str | os.PathLike[str], **kwargs: Any) -> None:
         """Load weights written by :meth:`save_weights` (or :meth:`save`), weights only."""
@@ -656,10 +662,9 @@ class Model(nn.Module):
         ``distrib.models.load_model(filepath)`` rebuilds the model from it.
         """
         with collective_call("Model.save"):
-            self.distribute_strategy.extended.sync_buffers(self)
-            saving.save_on_chief(
-                self.distribute_strategy, filepath,
-                lambda: model_io.saved_model(self, _cpu(self._net().state_dict())), overwrite)
+            state = self.distribute_strategy.extended.module_state_dict(self._net())
+            saving.save_on_chief(self.distribute_strategy, filepath,
+                                 lambda: model_io.saved_model(self, _cpu(state)), overwrite)
 
     def load(self, filepath: str | os.PathLike[str]) -> None:
         """Restore a :meth:`save` file into this model (same architecture), weights only.

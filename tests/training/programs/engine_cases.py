@@ -186,7 +186,7 @@ def resume(strategy: distrib.Strategy, rid: int, out: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------- case 4: data check
-def different_data(strategy: distrib.Strategy, rid: int) -> dict[str, Any]:
+def different_data(strategy: distrib.Strategy, rid: int, out_prefix: str) -> dict[str, Any]:
     """Pipelines built from data drawn at random in each process (one extra draw on the
     chief): fit raises on every replica, naming the replica and the fix."""
     out: dict[str, Any] = {}
@@ -203,6 +203,23 @@ def different_data(strategy: distrib.Strategy, rid: int) -> dict[str, Any]:
         if kind == "shuffled":
             source = source.shuffle(64)
         out[kind] = error(lambda m=model, s=source: m.fit(s.batch(BATCH), epochs=2, verbose=0))
+    np.random.seed(7)
+    if rid == 0:
+        np.random.rand()
+    x = np.random.randn(64, 6)
+    y = (x[:, 0] > 0).astype("int64")
+
+    def model_fn(features: Any, labels: Any, mode: str) -> Any:
+        net = mlp()
+        loss = nn.functional.cross_entropy(net(features), labels)
+        return distrib.estimator.EstimatorSpec(
+            mode, loss=loss, train_op=torch.optim.SGD(net.parameters(), lr=0.1))
+
+    estimator = distrib.estimator.Estimator(
+        model_fn, model_dir=out_prefix + ".different_data",
+        config=distrib.estimator.RunConfig(train_distribute=strategy))
+    out["estimator"] = error(lambda: estimator.train(
+        lambda: distrib.data.Dataset.from_tensor_slices((x, y)).batch(BATCH), steps=3))
     # The same data everywhere trains as before.
     x, y = data(64, 9)
     with strategy.scope():
@@ -267,7 +284,7 @@ SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {
     "different_data": different_data, "replica_raises": replica_raises,
     "chief_only": chief_only,
 }
-WITH_OUT = ("resume", "chief_only")
+WITH_OUT = ("resume", "chief_only", "different_data")
 
 
 def main() -> None:

@@ -163,7 +163,7 @@ class KerasOptimizer(torch.optim.Optimizer):
         self._iterations = 0
         self._exclude_ids: set[int] = set()
         self._exclude_pattern: re.Pattern[str] | None = None
-        self._decayed: list[bool] = []
+        self._decayed: set[int] = set()  # ids of the weights weight decay applies to
         self._accumulators: dict[int, torch.Tensor] = {}
         self._averages: list[torch.Tensor] = []
 
@@ -205,9 +205,8 @@ class KerasOptimizer(torch.optim.Optimizer):
         self.built = True
         flat = self._flat()
         pattern = self._exclude_pattern
-        self._decayed = [id(p) not in self._exclude_ids and not (
-            pattern is not None and pattern.search((names or {}).get(id(p), "")) is not None)
-            for p in flat]
+        self._decayed = {id(p) for p in flat if id(p) not in self._exclude_ids and not (
+            pattern is not None and pattern.search((names or {}).get(id(p), "")) is not None)}
         if self.use_ema:
             self._averages = [p.detach().clone() for p in flat]
         self.register_step_pre_hook(_before_update)
@@ -297,7 +296,7 @@ class KerasOptimizer(torch.optim.Optimizer):
             grads: list[torch.Tensor] = [p.grad for p in params]  # type: ignore[misc]
             self._clip(grads)
             if self.weight_decay:
-                decayed = {id(p) for p, keep in zip(self._flat(), self._decayed) if keep}
+                decayed = self._decayed
                 for group in self.param_groups:
                     lr, wd = group["lr"], self.weight_decay
                     for p in group["params"]:

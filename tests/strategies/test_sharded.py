@@ -7,6 +7,7 @@ configuration)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -67,3 +68,16 @@ def test_two_tf_config_workers_match_one_device(oracle: dict[str, torch.Tensor],
     assert set(got) == set(oracle)
     worst = max((got[k] - v).abs().max().item() for k, v in oracle.items())
     assert worst < TOLERANCE
+
+
+@pytest.mark.slow
+def test_mixed_precision_policies_train_sharded(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    proc = run_python([str(Path(PROGRAM).parent / "sharded_mixed.py"), str(out)])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(out.read_text())
+    for policy in ("mixed_bfloat16", "mixed_float16"):
+        row = report[policy]
+        assert row["loss"][-1] < row["loss"][0], (policy, row["loss"])
+        assert (row["weight"], row["dtype"], row["local_rows"]) == (
+            "DTensor", "torch.float32", 16)  # float32 master weights, half on each replica

@@ -93,6 +93,9 @@ class OptimizerSteps:
         return self._manages_optimizer(optimizer)
 
     def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        record = self._records.get(optimizer)
+        if record is not None and record.claimed:  # every step: the record is renewed
+            return True                            # before it (_before_optimizer_step)
         record = self._step_record(optimizer)
         if not record.claimed:
             frame = context.current_frame()

@@ -38,9 +38,12 @@ class _Owner(Protocol):
 
 
 class StepHooks:
-    """The process-wide hooks (installed once) and the strategies they serve."""
+    """The process-wide hooks (installed once) and the strategies they serve, held weakly.
 
-    owners: weakref.WeakSet[Any] = weakref.WeakSet()
+    ``owners`` is replaced, never changed in place, so a step iterates it without a copy.
+    """
+
+    owners: tuple[weakref.ref[Any], ...] = ()
     installed = False
 
     @classmethod
@@ -50,16 +53,26 @@ class StepHooks:
             register_optimizer_step_pre_hook(cls._pre)
             register_optimizer_step_post_hook(cls._post)
             cls.installed = True
-        cls.owners.add(owner)
+        live = tuple(ref for ref in cls.owners if ref() is not None)
+        if not any(ref() is owner for ref in live):
+            live += (weakref.ref(owner),)
+        cls.owners = live
+
+    @classmethod
+    def remove(cls, owner: _Owner) -> None:
+        """Stop serving ``owner``."""
+        cls.owners = tuple(ref for ref in cls.owners if ref() not in (None, owner))
 
     @classmethod
     def _pre(cls, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        for owner in list(cls.owners):
-            if owner.manages_optimizer(optimizer):
+        for ref in cls.owners:
+            owner = ref()
+            if owner is not None and owner.manages_optimizer(optimizer):
                 owner.before_optimizer_step(optimizer)
 
     @classmethod
     def _post(cls, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        for owner in list(cls.owners):
-            if owner.manages_optimizer(optimizer):
+        for ref in cls.owners:
+            owner = ref()
+            if owner is not None and owner.manages_optimizer(optimizer):
                 owner.after_optimizer_step(optimizer)

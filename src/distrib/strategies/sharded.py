@@ -269,8 +269,9 @@ class ShardedExtended(StrategyExtended):
 
     def _setup_optimizer(self, optimizer: Any) -> Any:
         inner = getattr(optimizer, "inner_optimizer", optimizer)
-        if isinstance(inner, torch.optim.Optimizer):
-            self._switch_parameters(inner)
+        if isinstance(inner, torch.optim.Optimizer) and self._switch_parameters(inner):
+            self._records.pop(inner, None)  # made over the replaced parameters: renew it
+            self._step_record(inner).claimed = True
         return optimizer
 
     def _switch_if_needed(self, optimizer: torch.optim.Optimizer) -> None:

@@ -79,7 +79,6 @@ def test_every_gradient_route_equals_one_device_on_a_parameter_server(
     _compare(oracle, torch.load(out, weights_only=True), ROUTES - {"lazy"})
 
 
-@pytest.mark.slow
 @pytest.mark.xla
 def test_every_gradient_route_equals_one_device_on_xla_devices(
         oracle: dict[str, torch.Tensor], tmp_path: Path) -> None:

@@ -135,10 +135,7 @@ def make_strategy(kind: str) -> distrib.Strategy:
 
 def train(strategy: distrib.Strategy, route: str, kind: str) -> dict[str, torch.Tensor]:
     # Replicas start from different random values: the chief's must reach every replica.
-    rid = strategy.experimental_local_results(
-        strategy.experimental_distribute_values_from_function(
-            lambda c: c.replica_id_in_sync_group))[0]
-    torch.manual_seed(100 + 1000 * int(rid))
+    torch.manual_seed(100 + 1000 * strategy.extended.replica_group.replica_id)
     with strategy.scope():
         net = build(route)
         opts = optimizers(net, route)

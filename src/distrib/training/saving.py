@@ -21,7 +21,6 @@ Example::
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import shutil
 import socket
@@ -157,8 +156,9 @@ def load_file(path: str | os.PathLike[str], device: torch.device | str = "cpu") 
                                         "check the path (and that the save finished)"))
     try:
         return torch.load(path, map_location=device, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, KeyError,
-            AttributeError, TypeError, ImportError) as exc:
+    except OSError:
+        raise  # the disk's error (permissions, I/O) says what is wrong as it is
+    except Exception as exc:  # torch's weights-only unpickler refused or could not read it
         blocked = re.search(r"GLOBAL ([\w.]+)", str(exc))
         # torch's own message advises weights_only=False, which runs code from the file.
         raise CheckpointError(explain(

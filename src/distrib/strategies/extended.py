@@ -28,7 +28,13 @@ from distrib.distribute.group import ReplicaGroupInfo
 from distrib.distribute.replica_context import ReplicaContext
 from distrib.distribute.sync_on_read import SyncOnReadGroup
 from distrib.distribute.values import Mirrored, unwrap
-from distrib.input import distribute_dataset, distribute_datasets_from_function
+from distrib.input import (
+    DistributedDataset,
+    InputContext,
+    InputOptions,
+    distribute_dataset,
+    distribute_datasets_from_function,
+)
 from distrib.strategies._optimizer_steps import OptimizerSteps, OptimizerT
 from distrib.strategies._replication import is_replicated, keeps_in_sync, replicate_module
 from distrib.strategies._scope_tracker import Gather, ModuleTracker
@@ -276,20 +282,25 @@ class StrategyExtended(OptimizerSteps):
         return _EAGER_EXECUTION
 
     # ------------------------------------------------------------------ input
-    def distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
-        """This strategy's distributed form of a globally batched ``dataset``."""
+    def distribute_dataset(self, dataset: Any, options: InputOptions | None = None) -> Any:
+        """This strategy's distributed form of a globally batched ``dataset`` (a
+        ``distrib.data.Dataset`` or a ``DataLoader``): a ``DistributedDataset`` for the
+        synchronous strategies, the dataset itself where each worker reads all of it
+        (parameter servers)."""
         return self._distribute_dataset(dataset, options)
 
-    def _distribute_dataset(self, dataset: Any, options: Any) -> Any:
+    def _distribute_dataset(self, dataset: Any, options: InputOptions | None
+                            ) -> DistributedDataset:
         return distribute_dataset(dataset, self._group, options)
 
-    def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
-                                          options: Any = None) -> Any:
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+                                          options: InputOptions | None = None) -> Any:
         """This strategy's input pipelines built by ``dataset_fn(InputContext)``."""
         return self._distribute_datasets_from_function(dataset_fn, options)
 
-    def _distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
-                                           options: Any) -> Any:
+    def _distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+                                           options: InputOptions | None
+                                           ) -> DistributedDataset:
         return distribute_datasets_from_function(dataset_fn, self._group, options)
 
     # ------------------------------------------------------ modules and state

@@ -170,8 +170,7 @@ class ReplicaGroupInfo:
         """
         if self.num_replicas_in_sync == 1:
             return int(value)
-        mine = int(value) if self.replica_id == 0 else 0
-        return int(self.all_reduce_sum(torch.tensor([mine], dtype=torch.int64))[0])
+        return int(self.all_gather(torch.tensor([int(value)], dtype=torch.int64), 0)[0])
 
     def digest_equal(self, digest: int) -> list[int]:
         """The replica ids whose ``digest`` differs from the chief's (empty when every

@@ -71,7 +71,7 @@ class OptimizerSteps:
         """
         inner = optimizer.inner_optimizer if isinstance(optimizer, LossScaleOptimizer) \
             else optimizer
-        if self._group.num_replicas_in_sync > 1:
+        if self._group.num_replicas_in_sync > 1 and isinstance(inner, torch.optim.Optimizer):
             self._step_record(inner).claimed = True
         return self._setup_optimizer(optimizer)
 

@@ -240,6 +240,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--devices", choices=("all", "cpu", "cuda"), default="all",
                     help="which rows to measure (default: the CPU's, and the GPU's where CUDA is)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated words: measure only the rows whose name has one")
     ap.add_argument("--worker", nargs=4, default=None)
     args = ap.parse_args()
     if args.worker:
@@ -256,6 +258,8 @@ def main() -> None:
         plans.append(("cuda:0", args.gpu_batch, PAIRS + GPU_ONLY))
     for device, batch, pairs in plans:
         for row, unit, contender, baseline in pairs:
+            if args.only and not any(w in row for w in args.only.split(",")):
+                continue
             a = _best(contender, device, batch, args.steps, args.repeats)
             b = _best(baseline, device, batch, args.steps, args.repeats)
             rows.append({"device": device, "row": row, "batch": batch, "unit": unit,

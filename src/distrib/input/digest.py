@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from typing import Any
 
 import numpy as np
@@ -59,19 +59,21 @@ def checked_step(step: int, start: int) -> bool:
 
 
 def digest_of(batch: Any) -> int:
-    """A 62-bit fingerprint of every tensor's dtype, shape and bytes in ``batch``."""
-    h = hashlib.blake2b(digest_size=8)
+    """A 62-bit fingerprint of every tensor's dtype, shape and bytes in ``batch``: a CRC-32
+    of the bytes (zlib's, about 7 GB/s) beside a CRC-32 of the dtypes and shapes."""
+    data, header = 0, 0
     for leaf in nest.flatten(batch):
         if isinstance(leaf, torch.Tensor):
             t = leaf.detach()
             if t.device.type != "cpu":
                 t = t.cpu()
-            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            header = zlib.crc32(f"{t.dtype}{tuple(t.shape)}".encode(), header)
             if t.numel():
-                h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+                data = zlib.crc32(t.contiguous().reshape(-1).view(torch.uint8).numpy()
+                                  .tobytes(), data)
         elif isinstance(leaf, np.ndarray):
-            h.update(f"{leaf.dtype}{leaf.shape}".encode())
-            h.update(np.ascontiguousarray(leaf).tobytes())
+            header = zlib.crc32(f"{leaf.dtype}{leaf.shape}".encode(), header)
+            data = zlib.crc32(np.ascontiguousarray(leaf).tobytes(), data)
         else:
-            h.update(repr(leaf).encode())
-    return int.from_bytes(h.digest(), "little") & _MASK
+            header = zlib.crc32(repr(leaf).encode(), header)
+    return ((data << 30) ^ header) & _MASK

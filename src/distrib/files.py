@@ -7,6 +7,9 @@ flushed to disk (``fsync``), then renamed over the final name (``os.replace``, a
 on POSIX and Windows).  A crash at any point leaves either the old file or the new
 one, never a torn file; on an error the temporary file is removed.
 
+A directory written whole under a temporary name (a checkpoint, an exported model) is
+moved into place by :func:`commit_directory`, the directory counterpart.
+
 Example:
     >>> import os, tempfile
     >>> folder = tempfile.mkdtemp()
@@ -21,10 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 
-__all__ = ["atomic_path"]
+__all__ = ["atomic_path", "commit_directory"]
 
 
 @contextlib.contextmanager
@@ -53,3 +57,52 @@ def atomic_path(path: str | os.PathLike[str], prefix: str | None = None) -> Iter
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
+
+
+def _fsync_directory(path: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def commit_directory(partial: str | os.PathLike[str], final: str | os.PathLike[str]) -> None:
+    """Moves the fully written directory ``partial`` to ``final`` (same parent directory).
+
+    A file that another library wrote whole beside a temporary name is moved the same way.
+
+    The directory's entries are flushed first; an existing ``final`` is swapped out by
+    renames and removed only after the new one is in place, so a crash leaves the old
+    directory or the new one under ``final`` (or the old one as ``.<name>.old``, which
+    the next commit of the same name removes), never a half-written one.
+
+    Example:
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> os.mkdir(os.path.join(folder, ".model.partial"))
+        >>> commit_directory(os.path.join(folder, ".model.partial"), os.path.join(folder, "model"))
+        >>> sorted(os.listdir(folder))
+        ['model']
+    """
+    partial, final = os.fspath(partial), os.fspath(final)
+    parent = os.path.dirname(os.path.abspath(final))
+    _fsync_directory(partial)
+    if os.path.exists(final):  # saving again under the same name: swap, then drop the old
+        old = os.path.join(parent, f".{os.path.basename(final)}.old")
+        _remove(old)
+        os.rename(final, old)
+        os.rename(partial, final)
+        _remove(old)
+    else:
+        os.rename(partial, final)
+    _fsync_directory(parent)

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from distrib.errors import CheckpointError, explain
+from distrib.files import commit_directory
 
 __all__ = ["write_directory", "read_directory", "read_tensor_metadata", "partial_name",
            "check_writable", "remove_directory", "is_partial", "clear_partial",
@@ -79,15 +80,6 @@ def remove_directory(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _fsync_dir(path: str) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _is_checkpoint_directory(path: str) -> bool:
     """Whether ``path`` is a directory holding nothing but a checkpoint's files."""
     try:
@@ -120,21 +112,11 @@ def check_replaceable(path: str) -> str | None:
 
 
 def _commit(partial: str, final: str) -> None:
-    parent = os.path.dirname(final)
-    _fsync_dir(partial)
     problem = check_replaceable(final)
     if problem is not None:  # checked before writing too; a directory may appear since
         raise CheckpointError(explain("checkpoint path", final, f"cannot be written: {problem}",
                                       "choose a new name, or remove what is there"))
-    if os.path.exists(final):  # saving again under the same name: swap, then drop the old
-        old = os.path.join(parent, f".{os.path.basename(final)}.old")
-        remove_directory(old)
-        os.rename(final, old)
-        os.rename(partial, final)
-        remove_directory(old)
-    else:
-        os.rename(partial, final)
-    _fsync_dir(parent)
+    commit_directory(partial, final)
 
 
 def _reason(exc: BaseException, directory: str | None = None, needed: int = 0) -> str:

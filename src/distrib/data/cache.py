@@ -8,8 +8,9 @@ replayed by every later pass.  With a file (``cache(filename)``):
   transformation parameters, not the code of its functions), so pipelines that
   differ — such as each worker's share of the files under FILE auto-sharding —
   never share a file, and a later run of the same pipeline finds it.
-* A pass writes ``….cache.partial`` and renames it to the final name only when
-  the pass completes (after an ``fsync``): a partial pass (an iterator dropped
+* A pass writes a temporary ``.….cache-….partial`` beside the final name, renamed
+  into place only when the pass completes (after an ``fsync``; distrib's one atomic
+  writer, :func:`distrib.files.atomic_path`): a partial pass (an iterator dropped
   early, an error, a killed process) leaves nothing that a later pass trusts,
   and is discarded with TensorFlow's warning.
 * One process writes: the writer holds an ``flock`` on ``….cache.lock`` (the
@@ -56,6 +57,7 @@ from distrib.data.options import TensorSpec
 from distrib.data.tfrecord import frame_records, read_records
 from distrib.data.transforms import _Passthrough
 from distrib.errors import DataError, explain
+from distrib.files import atomic_path
 
 __all__ = ["Cache", "WAIT_SECONDS"]
 
@@ -242,42 +244,34 @@ class Cache(_Passthrough):
                 _log.warning(PARTIAL_WARNING)
 
     def _write(self, ctx: Ctx, path: str) -> Iterator[Any]:
-        partial = path + ".partial"
-        out = open(partial, "wb")  # noqa: SIM115 - closed below, on every path
         rows: list[list[Any]] = []
         pending = total = 0
         done = False
         try:
-            for element in self._input._elements(ctx):
-                leaves = _nest.flatten(element)
+            with atomic_path(path) as partial, open(partial, "wb") as out:
+                for element in self._input._elements(ctx):
+                    leaves = _nest.flatten(element)
+                    if total == 0 and not rows:
+                        self._template = element
+                        out.write(frame_records([fmt.header(
+                            self._fingerprint(), _nest._describe(element),
+                            [fmt.describe_leaf(x) for x in leaves])]))
+                    rows.append(leaves)
+                    pending += _nbytes(leaves)
+                    if len(rows) >= _CHUNK_ELEMENTS or pending >= _CHUNK_BYTES:
+                        out.write(frame_records([fmt.encode_chunk(rows)]))
+                        total, rows, pending = total + len(rows), [], 0
+                    yield element
                 if total == 0 and not rows:
-                    self._template = element
-                    out.write(frame_records([fmt.header(
-                        self._fingerprint(), _nest._describe(element),
-                        [fmt.describe_leaf(x) for x in leaves])]))
-                rows.append(leaves)
-                pending += _nbytes(leaves)
-                if len(rows) >= _CHUNK_ELEMENTS or pending >= _CHUNK_BYTES:
+                    out.write(frame_records([fmt.header(self._fingerprint(), "", [])]))
+                if rows:
                     out.write(frame_records([fmt.encode_chunk(rows)]))
-                    total, rows, pending = total + len(rows), [], 0
-                yield element
-            if total == 0 and not rows:
-                out.write(frame_records([fmt.header(self._fingerprint(), "", [])]))
-            if rows:
-                out.write(frame_records([fmt.encode_chunk(rows)]))
-                total += len(rows)
-            out.write(frame_records([fmt.footer(total)]))
-            out.flush()
-            os.fsync(out.fileno())
-            out.close()
-            os.replace(partial, path)
+                    total += len(rows)
+                out.write(frame_records([fmt.footer(total)]))
             done = True
             self._passes += 1
         finally:
             if not done:
-                out.close()
-                with contextlib.suppress(OSError):
-                    os.remove(partial)
                 _log.warning(PARTIAL_WARNING)
 
     def _fingerprint(self) -> str:

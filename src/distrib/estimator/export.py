@@ -37,6 +37,7 @@ from distrib.checkpoint.storage import read_directory
 from distrib.distribute import get_strategy
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.estimator.mode_keys import ModeKeys
+from distrib.files import commit_directory
 
 __all__ = ["ServingInputReceiver", "build_raw_serving_input_receiver_fn", "export_saved_model",
            "load_saved_model"]
@@ -188,7 +189,7 @@ def _write(base: str, exported: Any, signature: dict[str, Any]) -> bytes:
     torch.export.save(exported, os.path.join(temp, _PROGRAM))
     with open(os.path.join(temp, _SIGNATURE), "w", encoding="utf-8") as f:
         json.dump(signature, f, indent=1)
-    os.replace(temp, final)
+    commit_directory(temp, final)
     return final.encode()
 
 

@@ -9,7 +9,10 @@ them); only the chief's file is kept.  A crash at any moment leaves the previous
 checkpoint whole and no partial file under the final name: a model whose class sets
 ``saves_atomically = True`` (``distrib.Model`` does) writes that way itself and is given
 the final path, so each save makes exactly one temporary file; any other model is given
-a temporary name in the same directory, which the chief renames into place.  Temporary
+a temporary file of distrib's one atomic writer (:func:`distrib.files.atomic_path`),
+which the chief's save renames into place (files the model adds beside it, named
+with a suffix, are moved to the final name plus that suffix by
+:func:`distrib.files.commit_directory`); the other replicas' temporaries are removed.  Temporary
 files that saves killed mid-write left behind are removed by the next save in the same
 directory.
 
@@ -31,6 +34,7 @@ import numpy as np
 
 from distrib.checkpoint.checkpoint import check_options
 from distrib.errors import InvalidTypeError, UsageError, explain
+from distrib.files import atomic_path, commit_directory
 from distrib.training.callbacks import checks
 from distrib.training.callbacks.base import (
     Callback,
@@ -55,15 +59,8 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
-def _replace(src: str, dst: str) -> None:
-    """Moves ``src`` onto ``dst`` atomically (a file, or a directory over a directory)."""
-    if os.path.isdir(src) and os.path.isdir(dst):
-        old = dst + ".old-" + str(os.getpid())
-        os.replace(dst, old)
-        os.replace(src, dst)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(src, dst)
+class _Discard(Exception):
+    """Leaves the atomic writer's block on a replica whose file is not kept."""
 
 
 class ModelCheckpoint(Callback):
@@ -223,31 +220,34 @@ class ModelCheckpoint(Callback):
                 raise OSError(_DIRECTORY_MESSAGE + filepath) from e
             return
         remove_stale_temporaries(directory or ".")
-        tmp_base = f"{temporary_prefix()}{base}"
-        tmp = os.path.join(directory, tmp_base)
+        tmp = ""
         try:
-            save(tmp)
-            for written in self._written(directory, tmp_base):
-                source = os.path.join(directory, written)
-                if chief:
-                    _replace(source, filepath + written[len(tmp_base):])
-                else:
-                    _remove(source)
+            with atomic_path(filepath, prefix=temporary_prefix()) as tmp:
+                save(tmp)
+                extras = self._written(directory, os.path.basename(tmp))
+                if not chief:
+                    raise _Discard
+                for written in extras:  # what the model added beside the file (suffixes)
+                    commit_directory(os.path.join(directory, written),
+                                     filepath + written[len(os.path.basename(tmp)):])
+        except _Discard:
+            self._cleanup(directory, os.path.basename(tmp))
         except IsADirectoryError as e:
-            self._cleanup(directory, tmp_base)
+            self._cleanup(directory, os.path.basename(tmp))
             raise OSError(_DIRECTORY_MESSAGE + filepath) from e
         except BaseException:
-            self._cleanup(directory, tmp_base)
+            if tmp:
+                self._cleanup(directory, os.path.basename(tmp))
             raise
 
     @staticmethod
     def _written(directory: str, tmp_base: str) -> list[str]:
-        """Names the save created: the temporary name, plus any suffix the model added."""
+        """Names the save added beside the temporary file: the temporary name plus a suffix."""
         try:
             names = os.listdir(directory or ".")
         except FileNotFoundError:
             return []
-        return sorted(n for n in names if n == tmp_base or n.startswith(tmp_base + "."))
+        return sorted(n for n in names if n.startswith(tmp_base + "."))
 
     def _cleanup(self, directory: str, tmp_base: str) -> None:
         for name in self._written(directory, tmp_base):

@@ -202,7 +202,7 @@ class Estimator:
         def init() -> None:
             modules = {name: obj for name, obj in runtime.store.trackable().items()
                        if isinstance(obj, torch.nn.Module)}
-            warm_start(settings, modules)
+            warm_start(settings, modules, runtime.strategy.extended)
         return init
 
     # ------------------------------------------------------------- evaluate

@@ -126,12 +126,14 @@ class _Program(nn.Module):
 
 
 def _load_modules(runtime: Any, path: str) -> None:
+    """Loads the checkpoint's tensors through the strategy's state seam (full tensors)."""
     tensors = read_directory(path)
+    extended = runtime.strategy.extended
     for name, obj in runtime.store.trackable().items():
         if isinstance(obj, nn.Module):
             prefix = f"{name}/"
             state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
-            obj.load_state_dict(state)
+            extended.load_module_state_dict(obj, state)
 
 
 def _example(t: torch.Tensor) -> torch.Tensor:

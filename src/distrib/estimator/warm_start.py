@@ -23,6 +23,7 @@ import torch
 
 from distrib.checkpoint import latest_checkpoint
 from distrib.checkpoint.storage import read_directory
+from distrib.distribute.group import ExtendedLike
 from distrib.errors import InvalidTypeError, UsageError, explain
 
 __all__ = ["WarmStartSettings", "warm_start"]
@@ -78,8 +79,15 @@ def _selected(settings: WarmStartSettings, names: list[tuple[str, bool]]) -> lis
     return [n for n, _ in names if any(re.match(p, n) for p in patterns)]
 
 
-def warm_start(settings: WarmStartSettings, modules: dict[str, torch.nn.Module]) -> int:
-    """Copy the selected variables into ``modules`` (by name); returns how many were copied."""
+def warm_start(settings: WarmStartSettings, modules: dict[str, torch.nn.Module],
+               extended: ExtendedLike | None = None) -> int:
+    """Copy the selected variables into ``modules`` (by name); returns how many were copied.
+
+    With ``extended`` (the strategy's), each module's state is read and written through
+    its ``module_state_dict`` / ``load_module_state_dict`` seams, so that a sharded
+    module receives the full saved tensors and a parameter-server module's values
+    reach the servers; every replica that calls it takes part.
+    """
     if settings.var_name_to_vocab_info:
         raise UsageError(explain("var_name_to_vocab_info", settings.var_name_to_vocab_info,
                                  "vocabulary remapping is not supported", "leave it None"))
@@ -87,28 +95,50 @@ def warm_start(settings: WarmStartSettings, modules: dict[str, torch.nn.Module])
     _log.info("Warm-starting from: %s", source)
     tensors = {k.replace(".", "/"): v for k, v in read_directory(source).items()}
     previous = dict(settings.var_name_to_prev_var_name or {})
-    targets: dict[str, torch.Tensor] = {}
     names: list[tuple[str, bool]] = []
+    where: dict[str, tuple[str, str]] = {}  # variable -> (module name, state key)
     for name, module in modules.items():
         for key, param in module.named_parameters():
             var = f"{name}/{key}".replace(".", "/")
-            targets[var] = param
+            where[var] = (name, key)
             names.append((var, param.requires_grad))
-        for key, buffer in module.named_buffers():
+        for key, _ in module.named_buffers():
             var = f"{name}/{key}".replace(".", "/")
-            targets[var] = buffer
+            where[var] = (name, key)
             names.append((var, False))
     chosen = _selected(settings, names)
-    copied = 0
-    with torch.no_grad():
-        for var in chosen:
-            saved = tensors.get(previous.get(var, var))
-            if saved is None:
-                raise UsageError(explain("warm start variable", previous.get(var, var),
-                                         f"is not in {source}", "map it with "
-                                         "var_name_to_prev_var_name, or narrow "
-                                         "vars_to_warm_start"))
-            targets[var].copy_(saved.to(targets[var].device, targets[var].dtype))
-            copied += 1
+    updates: dict[str, dict[str, torch.Tensor]] = {}
+    for var in chosen:
+        saved = tensors.get(previous.get(var, var))
+        if saved is None:
+            raise UsageError(explain("warm start variable", previous.get(var, var),
+                                     f"is not in {source}", "map it with "
+                                     "var_name_to_prev_var_name, or narrow "
+                                     "vars_to_warm_start"))
+        name, key = where[var]
+        updates.setdefault(name, {})[key] = saved
+    for name, module in modules.items():  # every module, so every replica calls alike
+        _assign(module, updates.get(name, {}), extended)
+    copied = sum(len(u) for u in updates.values())
     _log.info("Warm-started %d variables.", copied)
     return copied
+
+
+def _assign(module: torch.nn.Module, values: dict[str, torch.Tensor],
+            extended: ExtendedLike | None) -> None:
+    """Sets ``values`` (by state key) in ``module`` through the strategy's state seams."""
+    state = extended.module_state_dict(module) if extended is not None \
+        else dict(module.state_dict())
+    loose = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    with torch.no_grad():
+        for key, saved in values.items():
+            if key in state:
+                target = state[key]
+                state[key] = saved.to(target.device, target.dtype)
+            else:  # a non-persistent buffer: not in any state dict, set in place
+                loose[key].copy_(saved.to(loose[key].device, loose[key].dtype))
+    if any(key in state for key in values):
+        if extended is not None:
+            extended.load_module_state_dict(module, state)
+        else:
+            module.load_state_dict(state)

@@ -649,7 +649,8 @@ class Model(nn.Module):
     def load_weights(self, filepath: str | os.PathLike[str], **kwargs: Any) -> None:
         """Load weights written by :meth:`save_weights` (or :meth:`save`), weights only."""
         state = saving.module_state(saving.load_file(filepath))
-        saving.load_module_state(self._net(), state, filepath)
+        saving.load_module_state(self._net(), state, filepath,
+                                 self.distribute_strategy.extended.load_module_state_dict)
 
     def get_config(self) -> dict[str, Any]:
         """How to rebuild this model without code from a file (``load_model`` uses it)."""
@@ -674,7 +675,8 @@ class Model(nn.Module):
         optimizer keeps its hyper-parameters.
         """
         obj = saving.load_file(filepath)
-        saving.load_module_state(self._net(), saving.module_state(obj), filepath)
+        saving.load_module_state(self._net(), saving.module_state(obj), filepath,
+                                 self.distribute_strategy.extended.load_module_state_dict)
         state = obj.get("optimizer") if isinstance(obj, dict) else None
         if state is not None and self.optimizer is not None:
             saving.load_optimizer_state(self.optimizer, state, obj.get("optimizer_class"),

@@ -316,7 +316,8 @@ def load_model(filepath: str | os.PathLike[str], custom_objects: dict[str, Any] 
                                  "and call model.load(path)")) from e
     state = saving.module_state(obj)
     _check_weights(model, state, path)
-    model._net().load_state_dict(state)
+    # Through the strategy's seam: a sharded model takes the full tensors as its shards.
+    model.distribute_strategy.extended.load_module_state_dict(model._net(), state)
     compiled = obj.get("compile")
     if compile and compiled is not None:
         _compile(model, compiled, classes, obj.get("optimizer"), obj.get("optimizer_class"),

@@ -170,8 +170,11 @@ def load_file(path: str | os.PathLike[str], device: torch.device | str = "cpu") 
 
 
 def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor],
-                      filepath: str | os.PathLike[str]) -> None:
-    """``module.load_state_dict(state)``; a file of another architecture names the file.
+                      filepath: str | os.PathLike[str],
+                      load: Callable[[torch.nn.Module, dict[str, Any]], None] | None = None
+                      ) -> None:
+    """``module.load_state_dict(state)`` (or ``load(module, state)``, e.g. the strategy's
+    ``load_module_state_dict``); a file of another architecture names the file.
 
     Example:
         >>> load_module_state(torch.nn.Linear(1, 1), {"weight": torch.ones(1, 1)}, "w.pt")
@@ -180,7 +183,10 @@ def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor],
         distrib.errors.UsageError: weights in 'w.pt' = ...
     """
     try:
-        module.load_state_dict(state)
+        if load is None:
+            module.load_state_dict(state)
+        else:
+            load(module, state)
     except RuntimeError as e:
         raise UsageError(explain(f"weights in {os.fspath(filepath)!r}", sorted(state)[:4],
                                  f"do not fit the model's {type(module).__name__}: {e}",

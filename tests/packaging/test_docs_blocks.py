@@ -5,6 +5,7 @@ empty directory. A block may be marked, on the line just before its opening fenc
 
 * ``<!-- block: NAME -->`` names it;
 * ``<!-- block: continues NAME -->`` runs it after the block NAME (same interpreter);
+* ``<!-- block: continues NAME as NEW -->`` also names the two together NEW;
 * ``<!-- block: not run (REASON) -->`` leaves it out (say why).
 
 Shell, JSON and text blocks are commands and outputs, not run here.
@@ -22,7 +23,7 @@ from tests.support import run_python
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ["README.md", "docs/getting_started.md", "docs/keras_and_torch_tools.md", "docs/tf_habits.md",
            "docs/model_parallelism.md", "docs/estimator.md",
-           "docs/tpu_and_jit.md",
+           "docs/tpu_and_jit.md", "docs/fault_tolerance.md",
            "docs/troubleshooting.md"]
 """The files whose blocks run as written (the other docs are to be brought here)."""
 
@@ -44,9 +45,11 @@ def _programs() -> list[tuple[str, int, str]]:
             if lang != "python" or mark.startswith("not run"):
                 continue
             if mark.startswith("continues "):
-                base = mark.split()[1]
+                base, *alias = mark.split()[1:]
                 assert base in named, f"{path} block {i}: continues unknown block {base!r}"
                 code = named[base] + "\n" + code
+                if alias:
+                    named[alias[1]] = code
             elif mark:
                 named[mark] = code
             out.append((path, i, code))
@@ -56,8 +59,9 @@ def _programs() -> list[tuple[str, int, str]]:
 def test_every_marker_is_known() -> None:
     for path in CHECKED:
         for mark, _, _ in _blocks(path):
-            assert not mark or mark.startswith(("continues ", "not run (")) \
-                or re.fullmatch(r"[\w-]+", mark), f"{path}: unknown block marker {mark!r}"
+            assert not mark or mark.startswith("not run (") \
+                or re.fullmatch(r"continues [\w-]+( as [\w-]+)?|[\w-]+", mark), \
+                f"{path}: unknown block marker {mark!r}"
 
 
 @pytest.mark.slow

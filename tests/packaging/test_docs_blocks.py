@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ["README.md", "docs/getting_started.md", "docs/keras_and_torch_tools.md", "docs/tf_habits.md",
            "docs/model_parallelism.md", "docs/estimator.md",
            "docs/tpu_and_jit.md", "docs/fault_tolerance.md",
-           "docs/parameter_servers.md",
+           "docs/parameter_servers.md", "docs/from_tf_distribute.md",
            "docs/troubleshooting.md"]
 """The files whose blocks run as written (the other docs are to be brought here)."""
 

@@ -1,6 +1,6 @@
 """The Python code blocks of the user documentation run as written.
 
-Each ```python block of the files in :data:`CHECKED` runs in a fresh interpreter, in an
+Each ```python block of README.md and docs/*.md runs in a fresh interpreter, in an
 empty directory. A block may be marked, on the line just before its opening fence:
 
 * ``<!-- block: NAME -->`` names it;
@@ -8,7 +8,8 @@ empty directory. A block may be marked, on the line just before its opening fenc
 * ``<!-- block: continues NAME as NEW -->`` also names the two together NEW;
 * ``<!-- block: not run (REASON) -->`` leaves it out (say why).
 
-Shell, JSON and text blocks are commands and outputs, not run here.
+Shell, JSON and text blocks are commands and outputs, not run here; every block names its
+language.
 """
 
 from __future__ import annotations
@@ -21,12 +22,10 @@ import pytest
 from tests.support import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKED = ["README.md", "docs/getting_started.md", "docs/keras_and_torch_tools.md", "docs/tf_habits.md",
-           "docs/model_parallelism.md", "docs/estimator.md",
-           "docs/tpu_and_jit.md", "docs/fault_tolerance.md",
-           "docs/parameter_servers.md", "docs/from_tf_distribute.md",
-           "docs/troubleshooting.md"]
-"""The files whose blocks run as written (the other docs are to be brought here)."""
+CHECKED = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
+"""Every file of the user documentation."""
+NOT_PYTHON = {"sh", "bash", "json", "text"}
+"""Fence languages of commands, configurations and outputs (not run here)."""
 
 _BLOCK = re.compile(r"(?:^<!-- block: (?P<mark>[^>]*?) -->\n)?^```(?P<lang>\w*)\n(?P<code>.*?)^```",
                     re.M | re.S)
@@ -63,6 +62,13 @@ def test_every_marker_is_known() -> None:
             assert not mark or mark.startswith("not run (") \
                 or re.fullmatch(r"continues [\w-]+( as [\w-]+)?|[\w-]+", mark), \
                 f"{path}: unknown block marker {mark!r}"
+
+
+def test_every_block_says_its_language() -> None:
+    for path in CHECKED:
+        for i, (_, lang, _) in enumerate(_blocks(path)):
+            assert lang == "python" or lang in NOT_PYTHON, \
+                f"{path} block {i}: fence language {lang!r} is not python or one of {NOT_PYTHON}"
 
 
 @pytest.mark.slow

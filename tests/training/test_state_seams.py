@@ -1,6 +1,7 @@
 """Loading goes through the strategy's state-dict seams: a ShardedStrategy model on 2
 replicas gets the full saved tensors from ``load_weights``, ``Model.load``,
-``distrib.models.load_model`` and the Estimator's warm start, bit for bit
+``distrib.models.load_model`` and the Estimator's warm start, bit for bit, and
+``Model.save`` / ``Model.load`` / ``load_model`` keep the optimizer's full slots
 (programs/state_seams.py)."""
 
 from __future__ import annotations
@@ -26,3 +27,4 @@ def test_every_load_path_gives_a_sharded_model_the_full_saved_state(tmp_path: Pa
         assert report[f"{path}_before"] > 0.0  # the fresh model differed before loading
         assert report[path] == 0.0, path
     assert report["load_model"] == 0.0
+    assert report["optimizer_load"] == 0.0 and report["optimizer_load_model"] == 0.0

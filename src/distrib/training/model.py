@@ -664,8 +664,10 @@ class Model(nn.Module):
         """
         with collective_call("Model.save"):
             state = self.distribute_strategy.extended.module_state_dict(self._net())
+            opt_state = model_io.optimizer_state(self)
             saving.save_on_chief(self.distribute_strategy, filepath,
-                                 lambda: model_io.saved_model(self, _cpu(state)), overwrite)
+                                 lambda: model_io.saved_model(self, _cpu(state), opt_state),
+                                 overwrite)
 
     def load(self, filepath: str | os.PathLike[str]) -> None:
         """Restore a :meth:`save` file into this model (same architecture), weights only.
@@ -679,8 +681,8 @@ class Model(nn.Module):
                                  self.distribute_strategy.extended.load_module_state_dict)
         state = obj.get("optimizer") if isinstance(obj, dict) else None
         if state is not None and self.optimizer is not None:
-            saving.load_optimizer_state(self.optimizer, state, obj.get("optimizer_class"),
-                                        os.fspath(filepath))
+            model_io.load_optimizer_state(self, state, obj.get("optimizer_class"),
+                                          os.fspath(filepath))
 
     # ------------------------------------------------------ summary
     def summary(self, line_length: int | None = None, positions: Any = None,

@@ -178,8 +178,48 @@ def _describe_compile(args: dict[str, Any], optimizer: Any) -> dict[str, Any] | 
         return None
 
 
-def saved_model(model: Model, module_state: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """What ``Model.save`` writes: weights, optimizer state, architecture and compile."""
+def optimizer_state(model: Model) -> dict[str, Any] | None:
+    """The compiled optimizer's full state through the strategy's seam (a sharded
+    strategy gathers its slots); every replica calls it."""
+    opt = model.optimizer
+    if opt is None:
+        return None
+    ext = model.distribute_strategy.extended
+    inner = getattr(opt, "inner_optimizer", None)
+    if isinstance(inner, torch.optim.Optimizer):  # loss scaling: the inner one's slots
+        state: dict[str, Any] = dict(opt.state_dict())
+        state["inner"] = ext.optimizer_state_dict(inner)
+        return state
+    full: dict[str, Any] = ext.optimizer_state_dict(opt) \
+        if isinstance(opt, torch.optim.Optimizer) else opt.state_dict()
+    return full
+
+
+def load_optimizer_state(model: Model, state: dict[str, Any], saved_class: str | None,
+                         path: str) -> None:
+    """Loads a saved optimizer state into the compiled optimizer through the strategy's
+    seam (full slots in, shards kept); every replica calls it."""
+    ext = model.distribute_strategy.extended
+
+    def load(opt: Any, saved: dict[str, Any]) -> None:
+        inner = getattr(opt, "inner_optimizer", None)
+        if isinstance(inner, torch.optim.Optimizer):
+            scaled = "inner" in saved and "loss_scale" in saved
+            ext.load_optimizer_state_dict(inner, saved["inner"] if scaled else saved)
+            if scaled:  # the loss-scale part; the inner state is already in place
+                opt.load_state_dict({**saved, "inner": inner.state_dict()})
+        elif isinstance(opt, torch.optim.Optimizer):
+            ext.load_optimizer_state_dict(opt, saved)
+        else:
+            opt.load_state_dict(saved)
+
+    saving.load_optimizer_state(model.optimizer, state, saved_class, path, load)
+
+
+def saved_model(model: Model, module_state: dict[str, torch.Tensor],
+                optimizer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What ``Model.save`` writes: weights, optimizer state (``optimizer``, from
+    :func:`optimizer_state`), architecture and compile."""
     try:
         architecture: dict[str, Any] | None = model_config(model)
         reason = ""
@@ -188,7 +228,7 @@ def saved_model(model: Model, module_state: dict[str, torch.Tensor]) -> dict[str
     compiled = _describe_compile(model._compile_args, model.optimizer) \
         if model._is_compiled else None
     return {"format": saving.FORMAT, "version": 2, "name": model.name, "module": module_state,
-            "optimizer": model.optimizer.state_dict() if model.optimizer is not None else None,
+            "optimizer": optimizer,
             "optimizer_class": saving.optimizer_class(model.optimizer)
             if model.optimizer is not None else None,
             "policy": model.dtype_policy.name, "architecture": architecture,
@@ -342,4 +382,4 @@ def _compile(model: Model, compiled: dict[str, Any], classes: _Classes,
                   metrics=classes.instance(compiled["metrics"], (Metric,)),
                   loss_weights=compiled.get("loss_weights"))
     if optimizer_state is not None and model.optimizer is not None:
-        saving.load_optimizer_state(model.optimizer, optimizer_state, optimizer_class, path)
+        load_optimizer_state(model, optimizer_state, optimizer_class, path)

@@ -257,14 +257,16 @@ def _hyper_parameters(state: dict[str, Any]) -> list[list[str]]:
 
 
 def load_optimizer_state(optimizer: Any, state: dict[str, Any], saved_class: str | None,
-                         filepath: str) -> None:
+                         filepath: str,
+                         load: Callable[[Any, dict[str, Any]], None] | None = None) -> None:
     """Load a saved optimizer state into ``optimizer`` when the same kind of optimizer saved it.
 
     A state saved by another optimizer class (SGD's into Adam) would replace the compiled
     optimizer's hyper-parameters with the saved ones: it is skipped with a warning, and
     the compiled optimizer keeps its hyper-parameters and starts with fresh state (as
     Keras skips optimizer variables that do not match).  Files without the class name are
-    compared by their hyper-parameter names.
+    compared by their hyper-parameter names.  ``load(optimizer, state)`` (default
+    ``optimizer.load_state_dict``) loads it, e.g. through the strategy's seam.
     """
     scaled = "inner" in state and "loss_scale" in state
     if scaled and not hasattr(optimizer, "inner_optimizer"):
@@ -286,7 +288,10 @@ def load_optimizer_state(optimizer: Any, state: dict[str, Any], saved_class: str
             "compiled one"), UserWarning, stacklevel=3)
         return
     try:
-        optimizer.load_state_dict(state)
+        if load is None:
+            optimizer.load_state_dict(state)
+        else:
+            load(optimizer, state)
     except (ValueError, KeyError) as e:
         raise UsageError(explain(f"optimizer state in {filepath!r}", type(e).__name__,
                                  f"does not fit this model's optimizer ({e})",

@@ -175,16 +175,20 @@ class ShardedExtended(StrategyExtended):
     Args:
         plan: how root modules are distributed over the mesh.
         mesh: the mesh's shape and axis names (None: one ``"data"`` axis over every replica).
+        param_init: initialises a module created on the meta device once its shards have
+            storage (None: every submodule's ``reset_parameters()``).
         (the others as for :class:`StrategyExtended`)
     """
 
     def __init__(self, comm: Communicator | None, device: torch.device,
                  worker_devices: tuple[str, ...], plan: ShardingPlan,
                  mesh: MeshSpec | None = None, cluster_resolver: Any = None,
-                 options: CommunicationOptions | None = None) -> None:
+                 options: CommunicationOptions | None = None,
+                 param_init: Callable[[nn.Module], None] | None = None) -> None:
         super().__init__(comm, device, worker_devices, wrap=True,
                          cluster_resolver=cluster_resolver, options=options)
         self.plan = plan
+        self.param_init = param_init if param_init is not None else reset_parameters
         world = comm.world_size if comm is not None else 1
         shape = tuple(mesh.shape) if mesh is not None else (world,)
         names = tuple(mesh.axis_names) if mesh is not None else ("data",)
@@ -224,17 +228,25 @@ class ShardedExtended(StrategyExtended):
     def _setup_module(self, module: nn.Module) -> None:
         if is_replicated(module):
             return  # sharded already: its parameters are the plan's
-        module.to(self._device)
+        on_meta = _on_meta(module)
+        if not on_meta:
+            module.to(self._device)
         plan, comm = self.plan, self._comm
         mesh = self.mesh_for(plan.mesh)
         if mesh is None or comm is None:
+            if on_meta:
+                self._materialize(module, None)
             mark_replicated(module)
             return
-        with torch.no_grad(), self._guard("broadcasting the initial parameters from the chief"):
-            for t in [*module.parameters(), *module.buffers()]:
-                collectives.broadcast_(comm, t.data, 0)
+        if not on_meta:
+            with torch.no_grad(), \
+                    self._guard("broadcasting the initial parameters from the chief"):
+                for t in [*module.parameters(), *module.buffers()]:
+                    collectives.broadcast_(comm, t.data, 0)
         before = dict(module.named_parameters())
         plan.apply(module, mesh)
+        if on_meta:
+            self._materialize(module, comm)
         after = dict(module.named_parameters())
         for name, old in before.items():
             new = after.get(name)
@@ -248,6 +260,28 @@ class ShardedExtended(StrategyExtended):
         mark_replicated(module)
         self._shardings += 1
         self.intercept_optimizer_steps()
+
+    def _materialize(self, module: nn.Module, comm: Communicator | None) -> None:
+        """Give a module created on the meta device storage for its shards only, then
+        initialise them (``param_init``, default every submodule's ``reset_parameters``).
+
+        Each replica initialises its own shards from a seed the chief picks, offset by the
+        replica's rank (shards of one tensor differ; the values follow the init's
+        distribution, not one device's numbers); buffers, whole on every replica, are then
+        the chief's."""
+        module.to_empty(device=self._device)
+        seed = torch.randint(0, 2**62, (1,), dtype=torch.int64)
+        if comm is not None:
+            with self._guard("agreeing on the seed that initialises the shards"):
+                collectives.broadcast_(comm, seed, 0)
+        rank = comm.rank if comm is not None else 0
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(int(seed.item()) + rank)
+            self.param_init(module)
+        if comm is not None:
+            with torch.no_grad(), self._guard("broadcasting the initial buffers from the chief"):
+                for t in module.buffers():
+                    collectives.broadcast_(comm, t.data, 0)
 
     def _keeps_in_sync(self, param: torch.Tensor) -> bool:
         return param in self._sharded or super()._keeps_in_sync(param)
@@ -371,6 +405,19 @@ def _check_mesh_size(shape: tuple[int, ...], names: tuple[str, ...], world: int)
             f"shape=({world},) or (1, {world})"))
 
 
+def _on_meta(module: nn.Module) -> bool:
+    return any(t.is_meta for t in [*module.parameters(), *module.buffers()])
+
+
+def reset_parameters(module: nn.Module) -> None:
+    """The default ``param_init``: every submodule's own ``reset_parameters()``, as torch
+    calls it when the module is created on a real device."""
+    for m in module.modules():
+        reset = getattr(m, "reset_parameters", None)
+        if callable(reset):
+            reset()
+
+
 def _lookup(table: WeakIdKeyDictionary, key: torch.Tensor) -> Any:
     return table.get(key)  # type: ignore[no-untyped-call]
 
@@ -401,6 +448,9 @@ class ShardedStrategy(Strategy):
         communication_options: a :class:`distrib.CommunicationOptions`.
         plan: how modules are sharded (default :class:`FullyShard` with the arguments above).
         min_unit_params: :class:`FullyShard`'s size rule for FSDP units.
+        param_init: initialises modules created on the meta device (``with
+            torch.device("meta"):`` in the scope) once sharded, on their shards only
+            (None: every submodule's ``reset_parameters()``).
 
     Example::
 
@@ -416,7 +466,8 @@ class ShardedStrategy(Strategy):
                  devices: list[str] | None = None,
                  cluster_resolver: ClusterResolver | None = None,
                  communication_options: CommunicationOptions | None = None,
-                 plan: ShardingPlan | None = None, min_unit_params: int = 100_000) -> None:
+                 plan: ShardingPlan | None = None, min_unit_params: int = 100_000,
+                 param_init: Callable[[nn.Module], None] | None = None) -> None:
         if mesh is not None and not isinstance(mesh, MeshSpec):
             raise UsageError(explain("mesh", mesh, "must give a shape and axis names",
                                      "pass distrib.distribution.DeviceMesh(shape=(2,), "
@@ -431,7 +482,8 @@ class ShardedStrategy(Strategy):
             offload_params=offload_params, mp_policy=mp_policy,
             min_unit_params=min_unit_params)
         self._sharded_extended = ShardedExtended(comm, device, tuple(names), chosen, mesh,
-                                                 cluster_resolver=resolver, options=options)
+                                                 cluster_resolver=resolver, options=options,
+                                                 param_init=param_init)
         super().__init__(self._sharded_extended)
 
     @property

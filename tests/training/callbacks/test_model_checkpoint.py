@@ -139,3 +139,28 @@ def test_atomic_models_get_the_final_path(tmp_path) -> None:
     _epochs(cb, model, [{"loss": 1.0}])
     assert model.saved == [("weights", "w-1.json")]
     assert os.listdir(tmp_path) == ["w-1.json"]
+
+
+class _CompanionModel(StandInModel):
+    """Writes the file it is given plus a companion with a suffix (as index files are)."""
+
+    def save_weights(self, path: str) -> None:
+        super().save_weights(path)
+        with open(path + ".index", "w") as f:
+            f.write(f"index of {len(self.saved)}")
+
+
+def test_companion_files_are_moved_to_the_final_name_and_replaced(tmp_path) -> None:
+    model = _CompanionModel()
+    cb = ModelCheckpoint(str(tmp_path / "w.json"), save_weights_only=True)
+    _epochs(cb, model, [{"loss": 1.0}, {"loss": 0.5}])
+    assert sorted(os.listdir(tmp_path)) == ["w.json", "w.json.index"]  # nothing temporary
+    assert (tmp_path / "w.json.index").read_text() == "index of 2"  # epoch 2's replaced 1's
+    assert read_saved(tmp_path / "w.json")["weights"][0] == [[1.0] * 3] * 2  # epoch 2's
+
+
+def test_other_replicas_leave_no_companion_files(tmp_path) -> None:
+    model = _CompanionModel(chief=False)
+    cb = ModelCheckpoint(str(tmp_path / "w.json"), save_weights_only=True)
+    _epochs(cb, model, [{"loss": 1.0}])
+    assert model.saved and os.listdir(tmp_path) == []

@@ -69,3 +69,22 @@ def test_one_replica_materialises_a_meta_module_with_param_init() -> None:
     assert torch.equal(net[1].running_var, torch.full((3,), 2.0))
     out = net(torch.ones(2, 4))
     assert out.shape == (2, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,processes", [("data_parallel", 2), ("model_parallel_2x2", 4)])
+def test_meta_module_pieces_held_alike_are_equal(kind: str, processes: int,
+                                                 tmp_path: Path) -> None:
+    out = tmp_path / f"{kind}.json"
+    proc = run_python([PROGRAM, kind, "0", str(out)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    local = [json.loads(Path(f"{out}.{r}").read_text())["local"] for r in range(processes)]
+    if kind == "data_parallel":  # replicated: every parameter equal on both
+        assert local[0] == local[1]
+        return
+    # ranks (batch, model): 0=(0,0) 1=(0,1) 2=(1,0) 3=(1,1); batch peers hold the same
+    # shards, the two model shards of a split parameter differ, the replicated bias agrees
+    assert local[0] == local[2] and local[1] == local[3]
+    for name in ("0.weight", "0.bias", "2.weight"):
+        assert local[0][name] != local[1][name], name
+    assert local[0]["2.bias"] == local[1]["2.bias"]

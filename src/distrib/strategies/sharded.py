@@ -247,6 +247,7 @@ class ShardedExtended(StrategyExtended):
         plan.apply(module, mesh)
         if on_meta:
             self._materialize(module, comm)
+            self._agree_on_replicated(module, comm, mesh)
         after = dict(module.named_parameters())
         for name, old in before.items():
             new = after.get(name)
@@ -267,8 +268,8 @@ class ShardedExtended(StrategyExtended):
 
         Each replica initialises its own shards from a seed the chief picks, offset by the
         replica's rank (shards of one tensor differ; the values follow the init's
-        distribution, not one device's numbers); buffers, whole on every replica, are then
-        the chief's."""
+        distribution, not one device's numbers); what several replicas hold alike is then
+        made the same (:meth:`_agree_on_replicated`)."""
         module.to_empty(device=self._device)
         seed = torch.randint(0, 2**62, (1,), dtype=torch.int64)
         if comm is not None:
@@ -278,10 +279,31 @@ class ShardedExtended(StrategyExtended):
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             torch.manual_seed(int(seed.item()) + rank)
             self.param_init(module)
-        if comm is not None:
-            with torch.no_grad(), self._guard("broadcasting the initial buffers from the chief"):
-                for t in module.buffers():
+
+    def _agree_on_replicated(self, module: nn.Module, comm: Communicator,
+                             root: DeviceMesh) -> None:
+        """Give every tensor the plan left whole on several replicas, each initialised on
+        its own, the values of the first of them: plain tensors the chief's, a DTensor's
+        local part along each mesh axis it is replicated over (a ``Replicate`` placement,
+        or an axis of the strategy's mesh outside the DTensor's own)."""
+        from torch.distributed.tensor import DTensor
+        with torch.no_grad(), self._guard("agreeing on the initial values of replicated "
+                                          "parameters and buffers"):
+            for t in [*module.parameters(), *module.buffers()]:
+                if not isinstance(t, DTensor):
                     collectives.broadcast_(comm, t.data, 0)
+                    continue
+                own = t.device_mesh
+                names = own.mesh_dim_names or ()
+                axes = [(own, i) for i, placement in enumerate(t.placements)
+                        if placement.is_replicate()]
+                axes += [(root, i) for i, name in enumerate(root.mesh_dim_names or ())
+                         if name not in names]
+                for mesh, dim in axes:  # along each axis in turn: all agree with the first
+                    if mesh.size(dim) > 1:
+                        group = mesh.get_group(dim)
+                        dist.broadcast(t.to_local(), src=dist.get_global_rank(group, 0),
+                                       group=group)
 
     def _keeps_in_sync(self, param: torch.Tensor) -> bool:
         return param in self._sharded or super()._keeps_in_sync(param)

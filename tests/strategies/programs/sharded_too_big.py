@@ -9,7 +9,12 @@ scope, so each replica only ever allocates its half of every parameter, gradient
 moment (plus one unit gathered at a time), and trains.
 
 Usage: python sharded_too_big.py {mirrored,sharded} BUDGET_MB OUT.json
-(BUDGET_MB 0: no cap, to measure what each needs).
+(BUDGET_MB 0: no cap, to measure what each needs; each replica writes OUT.json.RANK).
+
+``python sharded_too_big.py {data_parallel,model_parallel_2x2} 0 OUT.json``: a small MLP
+created on the meta device under ``distrib.distribution``'s DataParallel (2 processes) or
+ModelParallel (batch=2 x model=2, 4 processes); each replica writes its local part of
+every parameter, for the test to check that what replicas hold alike is equal.
 """
 
 from __future__ import annotations
@@ -53,8 +58,33 @@ def make_net() -> nn.Sequential:
     return nn.Sequential(*layers[:-1])
 
 
+def layouts(kind: str, out: str) -> None:
+    from distrib import distribution
+    wide = kind == "model_parallel_2x2"
+    devices = distribution.list_devices("cpu", count=4 if wide else 2)
+    if wide:
+        mesh = distribution.DeviceMesh((2, 2), ("batch", "model"), devices)
+        layout_map = distribution.LayoutMap(mesh)
+        layout_map["0.weight"], layout_map["0.bias"] = ("model", None), ("model",)
+        layout_map["2.weight"] = (None, "model")
+        dist: distribution.Distribution = distribution.ModelParallel(
+            layout_map=layout_map, batch_dim_name="batch")
+    else:
+        dist = distribution.DataParallel(devices=devices)
+    with dist.scope(), torch.device("meta"):
+        net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    rank = dist.strategy.extended.replica_group.replica_id
+    local = {name: getattr(p, "to_local", lambda p=p: p)().tolist()
+             for name, p in net.named_parameters()}
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"kind": kind, "local": local}, f)
+
+
 def main() -> None:
     kind, budget_mb, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if kind in ("data_parallel", "model_parallel_2x2"):
+        layouts(kind, out)
+        return
     release_freed_memory()
     torch.set_num_threads(1)
     if kind == "mirrored":

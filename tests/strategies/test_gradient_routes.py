@@ -93,8 +93,12 @@ def test_every_gradient_route_equals_one_device_on_xla_devices(
 def _replicas(kind: str, scenario: str) -> list[dict[str, Any]]:
     proc = run_python([str(PROGRAMS / "parameter_rules.py"), kind, scenario])
     assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return sorted(lines, key=lambda r: int(r["replica"]))
+    decoder, reports, pos = json.JSONDecoder(), [], proc.stdout.find("{")
+    while pos >= 0:  # one report per replica, however their lines were interleaved
+        report, end = decoder.raw_decode(proc.stdout, pos)
+        reports.append(report)
+        pos = proc.stdout.find("{", end)
+    return sorted(reports, key=lambda r: int(r["replica"]))
 
 
 @pytest.mark.slow

@@ -23,6 +23,12 @@ from torch import nn
 import distrib
 
 
+def say(report: dict[str, object]) -> None:
+    """One line in one write: the replicas share the terminal (print writes twice)."""
+    sys.stdout.write(json.dumps(report) + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     kind, scenario = sys.argv[1], sys.argv[2]
     strategy = distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"]) if kind == "mirrored" \
@@ -53,8 +59,7 @@ def main() -> None:
             strategy.run(step, args=(torch.ones(2, 3) * (rid + 1),))
     except distrib.errors.DistribError as e:  # this replica's, or another's reported here
         error = {"type": type(e).__name__, "message": str(e)}
-    print(json.dumps({"replica": rid, "error": error,
-                      "weight": net.weight.detach().tolist()}), flush=True)
+    say({"replica": rid, "error": error, "weight": net.weight.detach().tolist()})
 
 
 def lazy_fit(strategy: distrib.Strategy, rid: int) -> None:
@@ -68,9 +73,8 @@ def lazy_fit(strategy: distrib.Strategy, rid: int) -> None:
                       loss="mse")
     torch.manual_seed(3 + rid)  # the chief's lazy weights are one process's
     model.fit(x.numpy(), y.numpy(), batch_size=16, epochs=2, verbose=0, shuffle=False)
-    print(json.dumps({"replica": rid, "error": None,
-                      "weights": [p.detach().reshape(-1).tolist() for p in model.parameters()]}),
-          flush=True)
+    say({"replica": rid, "error": None,
+         "weights": [p.detach().reshape(-1).tolist() for p in model.parameters()]})
 
 
 if __name__ == "__main__":

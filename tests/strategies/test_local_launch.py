@@ -52,7 +52,9 @@ def test_failing_replica_stops_the_program_and_is_named(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=HANG_GUARD)
     assert proc.returncode != 0
     assert "replica 1 failed on purpose" in proc.stderr
-    assert "Lost task replica 1" in proc.stderr, proc.stderr[-3000:]
+    # the survivor names the failed replica and its exception
+    assert "replica 1 (rank 1/2) ended its program with an uncaught ValueError" in \
+        proc.stderr, proc.stderr[-3000:]
     pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
     assert len(pids) == 2 and _wait_gone(pids)
 

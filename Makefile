@@ -124,8 +124,9 @@ test-newest: .venv-newest/.installed
 	.venv-newest/bin/python -m pytest -q $(XDIST) $(FAST)
 
 test-interpreters: $(foreach i,$(INTERPRETERS),.venv-$(i)/.installed)
-	set -e; for i in $(INTERPRETERS); do echo "== fast suite on .venv-$$i"; \
-		.venv-$$i/bin/python -m pytest -q $(XDIST) $(FAST); done
+	failed=""; for i in $(INTERPRETERS); do echo "== fast suite on .venv-$$i"; \
+		.venv-$$i/bin/python -m pytest -q $(XDIST) $(FAST) || failed="$$failed $$i"; done; \
+		test -z "$$failed" || { echo "== the fast suite failed on:$$failed"; exit 1; }
 
 # tests/checkpoint/test_cross_interpreter.py requires every environment it is given.
 test-cross-interpreter: $(STAMP) .venv-floor/.installed .venv-newest/.installed \

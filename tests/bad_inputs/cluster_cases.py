@@ -55,7 +55,7 @@ TF_CONFIG_CASES = [
     with_tf_config("tf-config-single-quotes", "{'cluster': {'worker': ['h0:2222']}}",
                    ["{'cluster'", "double quotes"]),
     with_tf_config("tf-config-trailing-comma", '{"cluster": {"worker": ["h0:2222",]}}',
-                   ["column 35", "remove the comma"]),
+                   ["line 1, column 3", "remove the comma"]),  # 34 on 3.13, else 35
     with_tf_config("tf-config-a-list", '["h0:2222"]', ["['h0:2222']"]),
     with_tf_config("tf-config-a-number", "5", ["TF_CONFIG = 5", "JSON object"]),
     with_tf_config("tf-config-misspelled-cluster", '{"clutser": {"worker": ["h0:2222"]}}',

@@ -77,6 +77,10 @@ def _json_error(text: str, exc: json.JSONDecodeError) -> ConfigError:
         f"line {exc.lineno}, column {exc.colno}"
     fix = "write TF_CONFIG as JSON, for example " + _EXAMPLE
     after = text[exc.pos:exc.pos + 1]
+    rest = text[exc.pos:].lstrip()
+    if rest.startswith(","):  # Python 3.13's json points at the comma, earlier ones after it
+        after = rest[1:].lstrip()[:1]
+        before = ","
     if before.rstrip().endswith(",") and after in ("]", "}"):
         fix = f"remove the comma before '{after}' (JSON allows no trailing comma)"
     elif "'" in text and "double quotes" in exc.msg:

@@ -21,8 +21,6 @@ Example:
     (7, [1.0, 2.0])
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple

@@ -21,8 +21,6 @@ Example::
     predict(x=torch.rand(7, 5))          # {'predictions': tensor of shape (7, 1)}
 """
 
-from __future__ import annotations
-
 import json
 import os
 import shutil

@@ -33,8 +33,6 @@ Example::
     estimator.train(input_fn, steps=10, hooks=[PrintLoss()])
 """
 
-from __future__ import annotations
-
 import time
 from typing import Any, NamedTuple
 

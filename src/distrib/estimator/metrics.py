@@ -22,8 +22,6 @@ Example:
     (0.6667, 0.6667)
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 

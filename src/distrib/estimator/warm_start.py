@@ -12,8 +12,6 @@ Example::
     estimator = Estimator(model_fn, model_dir="runs/finetune", warm_start_from=settings)
 """
 
-from __future__ import annotations
-
 import logging
 import os
 import re
@@ -48,7 +46,7 @@ class WarmStartSettings(NamedTuple):
     var_name_to_prev_var_name: Any = None
 
     @classmethod
-    def of(cls, value: Any) -> WarmStartSettings | None:
+    def of(cls, value: Any) -> "WarmStartSettings | None":
         """Settings from ``warm_start_from`` (a path or settings; None stays None)."""
         if value is None or isinstance(value, WarmStartSettings):
             return value

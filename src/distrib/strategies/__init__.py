@@ -68,6 +68,8 @@ __all__ = ["Strategy", "StrategyExtended", "DefaultStrategy", "CentralStorageStr
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ParameterServerStrategy":
-        return STRATEGIES[name]
+    if name == "ParameterServerStrategy":  # imported on first use (it loads gRPC)
+        value = STRATEGIES[name]
+        globals()[name] = value  # a module attribute from now on
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,13 +21,18 @@ from __future__ import annotations
 import collections.abc
 import csv
 import os
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.callbacks import checks
 from distrib.training.callbacks.base import Callback, Logs, should_write, to_python
+
+if TYPE_CHECKING:
+    _Writer = csv.DictWriter[str]
+else:  # csv.DictWriter takes no type argument at run time before Python 3.12
+    _Writer = csv.DictWriter
 
 __all__ = ["CSVLogger"]
 
@@ -70,7 +75,7 @@ class CSVLogger(Callback):
                                     "pass e.g. filename='training.log'")
         checks.flag("CSVLogger append", append)
         self.append = append
-        self.writer: csv.DictWriter[str] | None = None
+        self.writer: _Writer | None = None
         self.keys: list[str] | None = None
         self.append_header = True
         self.csv_file: IO[str] | None = None

@@ -1,4 +1,5 @@
-"""Checks of the arguments of ``fit``, ``evaluate`` and ``predict``, before any step runs.
+"""Checks of the arguments of ``compile``, ``fit``, ``evaluate`` and ``predict``, before any
+step runs.
 
 Each bad argument raises an error that names it, the rule (Keras' words where Keras has
 a message) and the fix, on every replica alike, instead of a raw error from deep inside
@@ -28,13 +29,42 @@ from distrib.training.data_adapter import is_array_like
 if TYPE_CHECKING:
     from distrib.training.model import Model
 
-__all__ = ["check_fit_arguments", "check_epochs", "check_shuffle", "check_batch_size", "check_steps",
-           "check_validation_freq",
+__all__ = ["check_compile_arguments", "check_fit_arguments", "check_epochs", "check_shuffle",
+           "check_batch_size", "check_steps", "check_validation_freq",
            "input_data", "validation_parts",
            "needs_targets", "missing_targets", "require_targets"]
 
 _FORMAT = ("Data is expected to be in format `x`, `(x,)`, `(x, y)`, or "
            "`(x, y, sample_weight)`")
+
+
+def check_compile_arguments(jit_compile: Any, steps_per_execution: Any,
+                            kwargs: Mapping[str, Any]) -> None:
+    """The checks of ``compile``'s scalar arguments and of its keyword arguments.
+
+    Example:
+        >>> check_compile_arguments(False, 1, {"run_eagerly": True})
+    """
+    unknown = set(kwargs) - {"run_eagerly", "weighted_metrics", "pss_evaluation_shards"}
+    if unknown:
+        raise UsageError(explain("compile() arguments", sorted(unknown), "are not "
+                                 "arguments of compile", "remove them"))
+    if jit_compile is not None and not isinstance(jit_compile, (bool, str)):
+        raise UsageError(explain("jit_compile", jit_compile, "must be True, False, None "
+                                 "or the name of a torch.compile backend",
+                                 "pass jit_compile=True or jit_compile=False"))
+    run_eagerly = kwargs.get("run_eagerly")
+    if run_eagerly is not None and not isinstance(run_eagerly, bool) and run_eagerly != "auto":
+        raise UsageError(explain("run_eagerly", run_eagerly, "must be True, False or None",
+                                 "pass run_eagerly=True or run_eagerly=False"))
+    if run_eagerly and jit_compile:
+        raise UsageError(explain("jit_compile", jit_compile, "You cannot enable "
+                                 "`run_eagerly` and `jit_compile` at the same time",
+                                 "pass only one of them"))
+    if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) \
+            or steps_per_execution < 1:
+        raise UsageError(explain("steps_per_execution", steps_per_execution,
+                                 "must be a positive int", "pass e.g. 1 or 32"))
 
 
 def check_fit_arguments(*, epochs: Any, initial_epoch: Any, shuffle: Any,

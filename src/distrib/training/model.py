@@ -1,13 +1,12 @@
 """``distrib.Model``: Keras' ``compile``/``fit``/``evaluate``/``predict`` for any ``nn.Module``.
 
-Why one module over 500 lines: it is the whole public surface of Keras' ``Model`` class
-(each method a docstring and a call into fit_loop, on_batch, saving, model_io or
-model_state, where the work is); splitting the class would split that surface.
-
 A Model is a ``torch.nn.Module`` (as a Keras 3 model on the torch backend is):
 ``model.parameters()``, ``state_dict()``, ``.to()`` and hooks work.  It wraps a
 module — ``distrib.Model(net)`` — or is subclassed Keras-style, with layers as
-attributes and the forward computation in :meth:`call`.
+attributes and the forward computation in :meth:`call`.  Its strategy and scope rule,
+its weights and its metrics come from the classes it builds on (``model_strategy``,
+``model_weights`` and ``model_metrics`` in this package); here are ``compile``, the
+forward call, the steps and the loops.
 
 A Model created inside ``strategy.scope()`` records that strategy and runs
 ``fit``, ``evaluate`` and ``predict`` under it with no other change, including
@@ -43,13 +42,10 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -57,9 +53,9 @@ from distrib import nest
 from distrib.comm import torch_adapter
 from distrib.distribute import context
 from distrib.engine import collective_call
-from distrib.errors import ContextError, InvalidTypeError, ScopeError, UsageError, explain
+from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
 from distrib.mixed_precision import LossScaleOptimizer, Policy, global_policy
-from distrib.training import fit_loop, jit, model_io, on_batch, saving, train_function
+from distrib.training import fit_loop, jit, on_batch, train_function
 from distrib.training import optimizers as optimizers_mod
 from distrib.training.compile_utils import (
     LossesContainer,
@@ -67,39 +63,14 @@ from distrib.training.compile_utils import (
     rows_of,
     unpack_x_y_sample_weight,
 )
-from distrib.training.fit_arguments import require_targets
-from distrib.training.metrics import Metric
-from distrib.training.model_state import MetricStates, TrainCounter
-from distrib.training.summary import print_summary
-from distrib.training.trainable import apply_trainable_attributes, set_trainable
+from distrib.training.fit_arguments import check_compile_arguments, require_targets
+from distrib.training.model_metrics import MetricResults, ModelMetrics
+from distrib.training.model_weights import ModelWeights
 
 __all__ = ["Model", "MetricResults"]
 
 
-class MetricResults(Mapping[str, Any]):
-    """The model's metric results, computed on access (what ``compute_metrics`` returns).
-
-    ``fit`` does not read these values: it logs the global results (all-reduced
-    states) instead, so returning this costs nothing per step.
-    """
-
-    def __init__(self, model: Model) -> None:
-        self._model = model
-
-    def _by_name(self) -> dict[str, Metric]:
-        return {m.name: m for m in self._model.metrics}
-
-    def __getitem__(self, key: str) -> Any:
-        return float(self._by_name()[key].result())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._by_name())
-
-    def __len__(self) -> int:
-        return len(self._by_name())
-
-
-class Model(nn.Module):
+class Model(ModelMetrics, ModelWeights):
     """Keras' training API on a ``torch.nn.Module`` (see the module docstring).
 
     Args:
@@ -155,64 +126,10 @@ class Model(nn.Module):
         self._plain_call = (type(self).forward is Model.forward
                             and type(self).call is Model.call and not self._mixed)
 
-    # ------------------------------------------------------------ strategy
-    @property
-    def distribute_strategy(self) -> Any:
-        """The strategy the model was created under (else the current strategy)."""
-        return self._strategy if self._strategy is not None else context.get_strategy()
-
-    def _scope(self) -> Any:
-        """Re-enter the captured strategy's scope (as Keras' fit/evaluate/predict do)."""
-        if self._strategy is None:
-            return contextlib.nullcontext()
-        return self._strategy.scope()
-
-    def _enter(self, what: str) -> None:
-        """Before ``what`` (compile, fit, ...): TensorFlow's scope rule, the Keras
-        ``trainable`` attributes, and the modules of a still-open scope set up."""
-        if self._strategy is None and context.has_strategy():
-            raise ScopeError(_outside_scope(self, context.get_strategy(), what))
-        apply_trainable_attributes(self)
-        if self._strategy is not None:
-            extended = self._strategy.extended
-            extended.setup_scope_modules()
-            extended.refresh_modules(self)
-
     @property
     def dtype_policy(self) -> Policy:
         """The mixed-precision policy, fixed when the model was created."""
         return self._dtype_policy
-
-    # ---------------------------------------------------------- trainable
-    @property
-    def trainable(self) -> bool:
-        """Keras' ``trainable``: assigning it freezes or unfreezes every weight at once."""
-        return bool(self.__dict__.get("_trainable", True))
-
-    @trainable.setter
-    def trainable(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise InvalidTypeError(explain("Model.trainable", value, "must be True or False",
-                                           "assign a bool"))
-        self.__dict__["_trainable"] = value
-        set_trainable(self, value)
-
-    @property
-    def trainable_weights(self) -> list[nn.Parameter]:
-        """The parameters that require gradients."""
-        return [p for p in self.parameters() if p.requires_grad]
-
-    trainable_variables = trainable_weights
-
-    @property
-    def non_trainable_weights(self) -> list[torch.Tensor]:
-        """Frozen parameters, then buffers (Keras' order)."""
-        return [p for p in self.parameters() if not p.requires_grad] + list(self.buffers())
-
-    @property
-    def weights(self) -> list[torch.Tensor]:
-        """Every parameter and buffer of the model."""
-        return list(self._net().state_dict().values())
 
     # ---------------------------------------------------------- forward
     def call(self, inputs: Any, training: bool | None = None) -> Any:
@@ -289,27 +206,7 @@ class Model(nn.Module):
 
         Loss and metric names are checked here: a misspelt one raises at once.
         """
-        unknown = set(kwargs) - {"run_eagerly", "weighted_metrics", "pss_evaluation_shards"}
-        if unknown:
-            raise UsageError(explain("compile() arguments", sorted(unknown), "are not "
-                                     "arguments of compile", "remove them"))
-        if jit_compile is not None and not isinstance(jit_compile, (bool, str)):
-            raise UsageError(explain("jit_compile", jit_compile, "must be True, False, None "
-                                     "or the name of a torch.compile backend",
-                                     "pass jit_compile=True or jit_compile=False"))
-        run_eagerly = kwargs.get("run_eagerly")
-        if run_eagerly is not None and not isinstance(run_eagerly, bool) \
-                and run_eagerly != "auto":
-            raise UsageError(explain("run_eagerly", run_eagerly, "must be True, False or None",
-                                     "pass run_eagerly=True or run_eagerly=False"))
-        if kwargs.get("run_eagerly") and jit_compile:
-            raise UsageError(explain("jit_compile", jit_compile, "You cannot enable "
-                                     "`run_eagerly` and `jit_compile` at the same time",
-                                     "pass only one of them"))
-        if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) \
-                or steps_per_execution < 1:
-            raise UsageError(explain("steps_per_execution", steps_per_execution,
-                                     "must be a positive int", "pass e.g. 1 or 32"))
+        check_compile_arguments(jit_compile, steps_per_execution, kwargs)
         self._enter("compile")
         with self._scope():
             opt: Any = optimizers_mod.get(optimizer, self.parameters,
@@ -341,69 +238,6 @@ class Model(nn.Module):
         if not self._is_compiled:
             raise ContextError(f"You must compile your model before {what}. Fix: call "
                                "`model.compile(optimizer, loss)` first.")
-
-    # ------------------------------------------------------- metrics
-    def _metric_list(self, built_only: bool) -> list[Metric]:
-        out: list[Metric] = []
-        if self.compiled_loss is not None and (self.compiled_loss.built or not built_only):
-            out.extend(self.compiled_loss.metrics)
-        if self.compiled_metrics is not None:
-            out.extend(self.compiled_metrics.metrics)
-        for value in vars(self).values():
-            if isinstance(value, Metric) and all(value is not m for m in out):
-                out.append(value)
-        return out
-
-    def _apply_restored_metrics(self) -> None:
-        for m in self._metric_list(built_only=True):
-            if m.name in self._restored_metrics:
-                m.assign_state_tensors(self._restored_metrics.pop(m.name))
-
-    @property
-    def metrics(self) -> list[Metric]:
-        """The loss trackers, the compiled metrics, then Metric attributes of the model."""
-        if self._restored_metrics:
-            self._apply_restored_metrics()
-        return self._metric_list(built_only=False)
-
-    def built_metrics(self) -> list[Metric]:
-        """The metrics that exist already (loss trackers and compiled metrics are built
-        at the first batch)."""
-        if self._restored_metrics:
-            self._apply_restored_metrics()
-        return self._metric_list(built_only=True)
-
-    def restore_metric_states(self, states: dict[str, list[torch.Tensor]]) -> None:
-        """Set the metrics' accumulated states (a checkpoint restore); metrics not built
-        yet receive theirs when they are."""
-        self._restored_metrics = dict(states)
-        self._apply_restored_metrics()
-
-    def checkpoint_children(self) -> dict[str, Any]:
-        """What ``distrib.Checkpoint(model=model)`` saves: module, optimizer, metric
-        states and the train-step counter.
-
-        Example::
-
-            distrib.Checkpoint(model=model).save("runs/ckpt")
-        """
-        return {"module": self.module, "optimizer": self.optimizer,
-                "metrics": MetricStates(self), "train_counter": TrainCounter(self)}
-
-    @property
-    def metrics_names(self) -> list[str]:
-        """The names of :attr:`metrics` (``["loss", "accuracy"]``)."""
-        return [m.name for m in self.metrics]
-
-    def reset_metrics(self) -> None:
-        """Reset every metric's state (done at the start of each epoch and evaluation)."""
-        self._restored_metrics = {}
-        for m in self.metrics:
-            m.reset_state()
-
-    def get_metrics_result(self) -> dict[str, float]:
-        """The current metric results (global values under a strategy)."""
-        return dict(MetricResults(self))
 
     # ------------------------------------------------------ added losses
     @property
@@ -454,17 +288,6 @@ class Model(nn.Module):
         return self.compiled_loss(y, y_pred, sample_weight, global_rows=global_batch_size,
                                   num_replicas=replicas)
 
-    def _replica_count(self) -> int:
-        """Replicas in sync of the model's strategy (fixed for a strategy, so kept)."""
-        strategy = self._strategy
-        if strategy is None:
-            return int(context.get_strategy().extended.replica_group.num_replicas_in_sync)
-        known = self.__dict__.get("_replicas_of")
-        if known is None or known[0] is not strategy:
-            known = (strategy, int(strategy.extended.replica_group.num_replicas_in_sync))
-            object.__setattr__(self, "_replicas_of", known)
-        return int(known[1])
-
     def _make_train_function(self) -> train_function.TrainFunction:
         """The step ``fit`` runs on this replica: Keras' default step with the model's
         parts resolved once when nothing in it is overridden, else ``train_step``."""
@@ -477,18 +300,6 @@ class Model(nn.Module):
         if module is None or not default:
             return train_function.user_step(self)
         return train_function.DefaultStep(self, module, self._replica_count())
-
-    def compute_metrics(self, x: Any, y: Any, y_pred: Any, sample_weight: Any
-                        ) -> Mapping[str, Any]:
-        """Update the compiled metrics with one batch; returns the model's results."""
-        compiled = self.compiled_metrics
-        if compiled is not None and y is not None and not compiled.empty:
-            compiled.update_state(y, _detach(y_pred), sample_weight)
-        results = self.__dict__.get("_metric_results")  # a live view: one per model will do
-        if results is None:
-            results = MetricResults(self)
-            _plain(self, "_metric_results", results)
-        return results
 
     def minimize(self, loss: torch.Tensor) -> None:
         """``loss.backward()``, the optimizer step (loss-scaled under mixed_float16), zero grads."""
@@ -620,106 +431,9 @@ class Model(nn.Module):
             self._enter("predict_on_batch")
             return on_batch.predict_on_batch(self, x)
 
-    # ----------------------------------------------------- weights
-    def _net(self) -> nn.Module:
-        """The module whose state is the model's weights (the wrapped one, else self)."""
-        return self.module if self.module is not None else self
-
-    def get_weights(self) -> list[np.ndarray]:
-        """Every parameter and buffer as numpy arrays (``state_dict`` order)."""
-        return saving.get_weights(self._net())
-
-    def set_weights(self, weights: list[Any]) -> None:
-        """Set every parameter and buffer from :meth:`get_weights`-ordered arrays."""
-        saving.set_weights(self._net(), weights)
-
-    def count_params(self) -> int:
-        """The number of parameters."""
-        return sum(p.numel() for p in self.parameters())
-
-    def save_weights(self, filepath: str | os.PathLike[str], overwrite: bool = True,
-                     **kwargs: Any) -> None:
-        """Write the module's ``state_dict()`` atomically (the chief writes; all call)."""
-        with collective_call("Model.save_weights"):
-            # Every replica asks the strategy (a sharded one gathers); the chief writes.
-            state = self.distribute_strategy.extended.module_state_dict(self._net())
-            saving.save_on_chief(self.distribute_strategy, filepath, lambda: _cpu(state),
-                                 overwrite)
-
-    def load_weights(self, filepath: str | os.PathLike[str], **kwargs: Any) -> None:
-        """Load weights written by :meth:`save_weights` (or :meth:`save`), weights only."""
-        state = saving.module_state(saving.load_file(filepath))
-        saving.load_module_state(self._net(), state, filepath,
-                                 self.distribute_strategy.extended.load_module_state_dict)
-
-    def get_config(self) -> dict[str, Any]:
-        """How to rebuild this model without code from a file (``load_model`` uses it)."""
-        return model_io.model_config(self)
-
-    def save(self, filepath: str | os.PathLike[str], overwrite: bool = True,
-             **kwargs: Any) -> None:
-        """Write the architecture, weights, optimizer state and policy, atomically.
-
-        ``distrib.models.load_model(filepath)`` rebuilds the model from it.
-        """
-        with collective_call("Model.save"):
-            state = self.distribute_strategy.extended.module_state_dict(self._net())
-            opt_state = model_io.optimizer_state(self)
-            saving.save_on_chief(self.distribute_strategy, filepath,
-                                 lambda: model_io.saved_model(self, _cpu(state), opt_state),
-                                 overwrite)
-
-    def load(self, filepath: str | os.PathLike[str]) -> None:
-        """Restore a :meth:`save` file into this model (same architecture), weights only.
-
-        The optimizer state is restored when the compiled optimizer is of the class
-        that saved it; otherwise it is skipped with a warning and the compiled
-        optimizer keeps its hyper-parameters.
-        """
-        obj = saving.load_file(filepath)
-        saving.load_module_state(self._net(), saving.module_state(obj), filepath,
-                                 self.distribute_strategy.extended.load_module_state_dict)
-        state = obj.get("optimizer") if isinstance(obj, dict) else None
-        if state is not None and self.optimizer is not None:
-            model_io.load_optimizer_state(self, state, obj.get("optimizer_class"),
-                                          os.fspath(filepath))
-
-    # ------------------------------------------------------ summary
-    def summary(self, line_length: int | None = None, positions: Any = None,
-                print_fn: Callable[[str], Any] | None = None,
-                input_shape: tuple[int, ...] | None = None) -> None:
-        """Print the layers, output shapes and parameter counts (the chief prints).
-
-        Args:
-            input_shape: one example's shape (without the batch dimension), to show
-                output shapes; by default the shape ``fit``/``predict`` last saw.
-        """
-        strategy = self.distribute_strategy
-        if print_fn is None:
-            print_fn = print if strategy.extended.should_save_summary else _silent
-        print_summary(self._net(), self.name, print_fn, input_shape or self._input_shape,
-                      line_length or 65, positions or (0.45, 0.85, 1.0))
-
-    def _record_input_shape(self, x: Any) -> None:
-        if self._input_shape is None and isinstance(x, torch.Tensor) and x.dim() >= 1:
-            self._input_shape = tuple(x.shape[1:])
-
     def __repr__(self) -> str:
         inner = type(self.module).__name__ if self.module is not None else type(self).__name__
         return f"<distrib.Model {self.name!r} wrapping {inner}>"
-
-
-def _outside_scope(model: Model, strategy: Any, what: str) -> str:
-    first = next(model.named_parameters(), None)
-    where = f"{first[0]} of the model" if first is not None else "the model"
-    return explain(
-        f"model.{what}()", f"{model!r} created outside the scope",
-        f"Variable ({where}) was not created in the distribution strategy scope of "
-        f"({strategy!r}). It is most likely because some layers, model, or optimizer was "
-        "being created outside the distribution strategy scope. Try to make sure your code "
-        "looks similar to the following.\nwith strategy.scope():\n  model=_create_model()\n"
-        "  model.compile(...)",
-        "create the distrib.Model and its layers inside `with strategy.scope():`")
 
 
 # The methods of Keras' default step: a subclass overriding one gets its train_step run.
@@ -738,10 +452,6 @@ def _accepts_training(call: Callable[..., Any]) -> bool:
     return "training" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def _silent(_line: str) -> None:
-    return None
-
-
 def _snake(name: str) -> str:
     return "".join("_" + c.lower() if c.isupper() and i else c.lower()
                    for i, c in enumerate(name))
@@ -756,11 +466,3 @@ def _cast_floating(value: Any, dtype: torch.dtype) -> Any:
     return nest.map_structure(
         lambda v: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point()
         and v.dtype != dtype else v, value)
-
-
-def _detach(value: Any) -> Any:
-    return nest.map_structure(lambda v: v.detach() if isinstance(v, torch.Tensor) else v, value)
-
-
-def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v.detach().cpu() for k, v in state.items()}

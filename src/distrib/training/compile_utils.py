@@ -34,7 +34,8 @@ from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training import losses as losses_mod
 from distrib.training import metrics as metrics_mod
-from distrib.training.losses import Loss, Reduction, ShapeMismatchError
+from distrib.training.loss_functions import ShapeMismatchError
+from distrib.training.losses import Loss, Reduction
 from distrib.training.metrics import Mean, Metric
 
 __all__ = ["LossesContainer", "MetricsContainer", "WeightedLoss", "flatten_outputs",

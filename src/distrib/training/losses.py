@@ -1,8 +1,5 @@
 """Keras losses for PyTorch tensors: functions, classes, names and reductions.
 
-Why one module over 500 lines: it mirrors ``tf.keras.losses``, one short function and
-class per loss, so that every Keras loss name resolves in one place.
-
 Every loss has a function form returning one value per example
 (``sparse_categorical_crossentropy(y_true, y_pred)``) and a class form
 (``SparseCategoricalCrossentropy(from_logits=True)``) whose call reduces those
@@ -14,7 +11,8 @@ so pass ``from_logits=True`` for those.
 
 Shapes follow Keras: a trailing dimension of size 1 on one side only is squeezed
 (labels ``[B]`` against predictions ``[B, 1]``), and regression and binary
-losses average over the last axis of rank >= 2 tensors.
+losses average over the last axis of rank >= 2 tensors.  The functions are in
+``distrib.training.loss_functions`` and are re-exported here.
 
 Inside ``distrib.Model.fit`` the per-example values are summed and divided by the
 number of examples of the whole step over all replicas, so the summed gradients
@@ -30,10 +28,6 @@ replicas.  Use ``reduction="none"`` and ``distrib.compute_average_loss`` (or
     def step(x, y):
         per_example = loss_object(y, net(x))
         loss = distrib.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
-
-The module stays whole (about 560 lines): it is Keras' loss table — the functions, the
-classes around them and the name lookup — and each class is a few lines over its
-function; splitting it would split the table, not a concern.
 
 Example:
     >>> import torch
@@ -57,7 +51,24 @@ from torch import nn
 from distrib import nest
 from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
-from distrib.training.class_ids import class_cross_entropy, one_hot_labels_error
+from distrib.training.class_ids import class_cross_entropy
+from distrib.training.loss_functions import (
+    EPSILON,
+    MAE,
+    MSE,
+    as_tensor,
+    binary_crossentropy,
+    categorical_crossentropy,
+    check_shapes,
+    huber,
+    last_axis_mean,
+    mae,
+    mean_absolute_error,
+    mean_squared_error,
+    mse,
+    sparse_categorical_crossentropy,
+    squeeze_or_expand,
+)
 
 __all__ = [
     "EPSILON", "Reduction", "Loss", "LossFunctionWrapper",
@@ -65,7 +76,7 @@ __all__ = [
     "MeanSquaredError", "MeanAbsoluteError", "Huber",
     "sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
     "mean_squared_error", "mean_absolute_error", "huber", "mse", "mae", "get",
-    "squeeze_or_expand",
+    "squeeze_or_expand", "MSE", "MAE",
 ]
 
 _scaled_by_caller = threading.local()
@@ -107,10 +118,6 @@ def _share_of_global_batch(mean: torch.Tensor, like: Any) -> torch.Tensor:
     return mean * (local / global_rows) if global_rows else mean * 0.0
 
 
-EPSILON = 1e-7
-"""Keras' ``backend.epsilon()``: probabilities are clipped to ``[EPSILON, 1 - EPSILON]``."""
-
-
 class Reduction:
     """How a :class:`Loss` reduces its per-example values (Keras' ``ReductionV2``)."""
 
@@ -132,181 +139,6 @@ class Reduction:
                                      f"Expected keys are {cls.all()}",
                                      "pass one of those names"))
         return str(key)
-
-
-# --------------------------------------------------------------------- shapes
-def squeeze_or_expand(y_true: torch.Tensor, y_pred: torch.Tensor
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Squeeze a trailing size-1 dimension present on one side only (Keras' rule).
-
-    Example:
-        >>> a, b = squeeze_or_expand(torch.zeros(4), torch.zeros(4, 1))
-        >>> tuple(a.shape), tuple(b.shape)
-        ((4,), (4,))
-    """
-    rt, rp = y_true.dim(), y_pred.dim()
-    if rp == rt + 1 and y_pred.shape[-1] == 1:
-        y_pred = y_pred.squeeze(-1)
-    elif rt == rp + 1 and y_true.shape[-1] == 1:
-        y_true = y_true.squeeze(-1)
-    return y_true, y_pred
-
-
-def _as_tensor(value: Any, like: torch.Tensor | None = None) -> torch.Tensor:
-    if value is None or isinstance(value, str):
-        raise InvalidTypeError(explain("loss argument", value, "must be a tensor, an array or "
-                                       "a number", "pass the labels and the predictions"))
-    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
-    if like is not None and t.device != like.device:
-        t = t.to(like.device)
-    return t
-
-
-def _last_axis_mean(values: torch.Tensor) -> torch.Tensor:
-    """Per-example value: average over the last axis of rank >= 2 tensors."""
-    return values.mean(dim=-1) if values.dim() >= 2 else values
-
-
-def _float_pair(y_true: Any, y_pred: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    pred = _as_tensor(y_pred)
-    if not pred.is_floating_point():
-        pred = pred.float()
-    true = _as_tensor(y_true, pred).to(pred.dtype)
-    true, pred = squeeze_or_expand(true, pred)
-    _check_shapes("y_true, y_pred shapes", true, pred)
-    return true, pred
-
-
-class ShapeMismatchError(UsageError):
-    """Labels (or sample weights) whose shape does not broadcast to the predictions'."""
-
-
-def _check_shapes(what: str, a: torch.Tensor, b: torch.Tensor) -> None:
-    """TensorFlow's "Dimensions must be equal" for shapes that do not broadcast."""
-    try:
-        torch.broadcast_shapes(a.shape, b.shape)  # type: ignore[no-untyped-call]
-    except RuntimeError:
-        raise ShapeMismatchError(explain(what, (tuple(a.shape), tuple(b.shape)),
-                                 "Dimensions must be equal (or broadcast)",
-                                 "give labels (and sample weights) one per prediction"
-                                 )) from None
-
-
-# ----------------------------------------------------------------- functions
-def sparse_categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False,
-                                    axis: int = -1, ignore_class: int | None = None
-                                    ) -> torch.Tensor:
-    """Cross-entropy of integer labels against class scores; one value per example.
-
-    ``y_pred`` holds probabilities (``from_logits=False``) or logits along ``axis``.
-    Labels equal to ``ignore_class`` get loss 0.
-
-    Example:
-        >>> v = sparse_categorical_crossentropy(torch.tensor([1]), torch.tensor([[0.2, 0.8]]))
-        >>> round(float(v[0]), 4)
-        0.2231
-    """
-    pred = _as_tensor(y_pred)
-    if not pred.is_floating_point():
-        pred = pred.float()
-    labels = _as_tensor(y_true, pred)
-    if labels.dim() == pred.dim() and labels.shape[-1] == 1:
-        labels = labels.squeeze(-1)
-    if labels.dim() == pred.dim() and pred.dim() > 1:
-        raise one_hot_labels_error(labels, pred)
-    labels = labels.long()
-    if not from_logits:
-        pred = torch.log(pred.clamp(EPSILON, 1.0 - EPSILON))
-    scores = pred.movedim(axis, 1) if pred.dim() > 1 else pred
-    if pred.dim() == 1:
-        scores, labels = scores.unsqueeze(0), labels.reshape(1)
-    ignore = -100 if ignore_class is None else ignore_class
-    return class_cross_entropy(scores, labels, reduction="none", ignore_index=ignore)
-
-
-def categorical_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False,
-                             label_smoothing: float = 0.0, axis: int = -1) -> torch.Tensor:
-    """Cross-entropy of one-hot (or soft) labels against class scores; one value per example.
-
-    Example:
-        >>> v = categorical_crossentropy(torch.tensor([[0.0, 1.0]]), torch.tensor([[0.2, 0.8]]))
-        >>> round(float(v[0]), 4)
-        0.2231
-    """
-    pred = _as_tensor(y_pred)
-    if not pred.is_floating_point():
-        pred = pred.float()
-    target = _as_tensor(y_true, pred).to(pred.dtype)
-    _check_shapes("y_true, y_pred shapes", target, pred)
-    if label_smoothing:
-        classes = pred.shape[axis]
-        target = target * (1.0 - label_smoothing) + label_smoothing / classes
-    if from_logits:
-        return -(target * F.log_softmax(pred, dim=axis)).sum(dim=axis)
-    probs = pred / pred.sum(dim=axis, keepdim=True)
-    probs = probs.clamp(EPSILON, 1.0 - EPSILON)
-    return -(target * torch.log(probs)).sum(dim=axis)
-
-
-def binary_crossentropy(y_true: Any, y_pred: Any, from_logits: bool = False,
-                        label_smoothing: float = 0.0, axis: int = -1) -> torch.Tensor:
-    """Binary cross-entropy, averaged over the last axis of rank >= 2 inputs.
-
-    Example:
-        >>> v = binary_crossentropy(torch.tensor([[1.0]]), torch.tensor([[0.8]]))
-        >>> round(float(v[0]), 4)
-        0.2231
-    """
-    target, pred = _float_pair(y_true, y_pred)
-    if label_smoothing:
-        target = target * (1.0 - label_smoothing) + 0.5 * label_smoothing
-    if from_logits:
-        values = F.binary_cross_entropy_with_logits(pred, target, reduction="none")
-    else:
-        p = pred.clamp(EPSILON, 1.0 - EPSILON)
-        values = -(target * torch.log(p + EPSILON) + (1.0 - target) * torch.log(1.0 - p + EPSILON))
-    if values.dim() >= 2:
-        return values.mean(dim=axis)
-    return values
-
-
-def mean_squared_error(y_true: Any, y_pred: Any) -> torch.Tensor:
-    """Squared error, averaged over the last axis of rank >= 2 inputs.
-
-    Example:
-        >>> mean_squared_error(torch.tensor([[0.0, 2.0]]), torch.tensor([[1.0, 0.0]]))
-        tensor([2.5000])
-    """
-    target, pred = _float_pair(y_true, y_pred)
-    return _last_axis_mean((pred - target) ** 2)
-
-
-def mean_absolute_error(y_true: Any, y_pred: Any) -> torch.Tensor:
-    """Absolute error, averaged over the last axis of rank >= 2 inputs.
-
-    Example:
-        >>> mean_absolute_error(torch.tensor([[0.0, 2.0]]), torch.tensor([[1.0, 0.0]]))
-        tensor([1.5000])
-    """
-    target, pred = _float_pair(y_true, y_pred)
-    return _last_axis_mean((pred - target).abs())
-
-
-def huber(y_true: Any, y_pred: Any, delta: float = 1.0) -> torch.Tensor:
-    """Huber loss: quadratic within ``delta``, linear beyond; averaged over the last axis.
-
-    Example:
-        >>> huber(torch.tensor([[0.0, 0.0]]), torch.tensor([[0.5, 3.0]]))
-        tensor([1.3125])
-    """
-    target, pred = _float_pair(y_true, y_pred)
-    err = (pred - target).abs()
-    values = torch.where(err <= delta, 0.5 * err ** 2, delta * err - 0.5 * delta ** 2)
-    return _last_axis_mean(values)
-
-
-mse = MSE = mean_squared_error
-mae = MAE = mean_absolute_error
 
 
 # ------------------------------------------------------------------- classes
@@ -347,11 +179,11 @@ class Loss:
         values = self.call(y_true, y_pred)
         if sample_weight is None:
             return values
-        weight = _as_tensor(sample_weight, values).to(values.dtype)
+        weight = as_tensor(sample_weight, values).to(values.dtype)
         weight, values = squeeze_or_expand(weight, values)
         while weight.dim() < values.dim():
             weight = weight.unsqueeze(-1)
-        _check_shapes("sample_weight, loss shapes", weight, values)
+        check_shapes("sample_weight, loss shapes", weight, values)
         return values * weight
 
     def batch_loss(self, y_true: Any, y_pred: Any, sample_weight: Any = None
@@ -568,8 +400,8 @@ class _TorchLoss(Loss):
         setattr(self.module, "reduction", "none")  # noqa: B010
 
     def call(self, y_true: Any, y_pred: Any) -> torch.Tensor:
-        pred = _as_tensor(y_pred)
-        target = _as_tensor(y_true, pred)
+        pred = as_tensor(y_pred)
+        target = as_tensor(y_true, pred)
         if isinstance(self.module, (nn.CrossEntropyLoss, nn.NLLLoss)) \
                 and not target.is_floating_point():
             target = target.long()
@@ -585,7 +417,7 @@ class _TorchLoss(Loss):
         if pred.is_floating_point():
             target = target.to(pred.dtype)
             target, pred = squeeze_or_expand(target, pred)
-        return _last_axis_mean(self.module(pred, target))
+        return last_axis_mean(self.module(pred, target))
 
 
 _BY_NAME: dict[str, Callable[[], Loss]] = {

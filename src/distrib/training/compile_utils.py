@@ -5,7 +5,8 @@ of the TF contract — the (weighted) SUM of this replica's per-example losses
 divided by the number of examples of the whole step over all replicas — and
 tracks the logged ``loss`` as float64 sums and counts.  The metrics container
 resolves metric names once the first batch shows the shapes (``"accuracy"``)
-and updates every metric.
+and updates every metric (``distrib.training.metrics_container``; the batch and output
+structure is read by ``distrib.training.structure``, both re-exported here).
 
 Single outputs are the common case; a model returning a tuple, list or dict of
 outputs gets one loss per output (``loss`` as a list/dict, or one loss for
@@ -33,92 +34,19 @@ from distrib import nest
 from distrib.distribute import context
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training import losses as losses_mod
-from distrib.training import metrics as metrics_mod
 from distrib.training.loss_functions import ShapeMismatchError
 from distrib.training.losses import Loss, Reduction
 from distrib.training.metrics import Mean, Metric
+from distrib.training.metrics_container import MetricsContainer
+from distrib.training.structure import (
+    flatten_outputs,
+    per_output,
+    rows_of,
+    unpack_x_y_sample_weight,
+)
 
 __all__ = ["LossesContainer", "MetricsContainer", "WeightedLoss", "flatten_outputs",
            "rows_of", "unpack_x_y_sample_weight"]
-
-
-def unpack_x_y_sample_weight(data: Any) -> tuple[Any, Any, Any]:
-    """Split a batch into ``(x, y, sample_weight)`` as Keras does.
-
-    A tuple (or list) of 1, 2 or 3 items is ``(x,)``, ``(x, y)`` or ``(x, y, w)``;
-    anything else is ``x`` alone.
-
-    Example:
-        >>> unpack_x_y_sample_weight((1, 2))
-        (1, 2, None)
-    """
-    if isinstance(data, list):
-        data = tuple(data)
-    if not isinstance(data, tuple) or hasattr(data, "_fields"):
-        return data, None, None
-    if len(data) == 1:
-        return data[0], None, None
-    if len(data) == 2:
-        return data[0], data[1], None
-    if len(data) == 3:
-        return data[0], data[1], data[2]
-    raise UsageError(explain("batch", f"tuple of {len(data)} items", "Data is expected to be "
-                             "in format `x`, `(x,)`, `(x, y)`, or `(x, y, sample_weight)`",
-                             "yield (features, labels) or (features, labels, weights)"))
-
-
-def rows_of(value: Any) -> int:
-    """The batch size of a nest: dim 0 of its first tensor (0 if there is none).
-
-    Example:
-        >>> rows_of({"a": torch.zeros(3, 2)})
-        3
-    """
-    if isinstance(value, torch.Tensor):  # the common case, without a nest walk
-        return int(value.shape[0]) if value.dim() else 1
-    for leaf in nest.flatten(value):
-        if isinstance(leaf, torch.Tensor):
-            return int(leaf.shape[0]) if leaf.dim() else 1
-        shape = getattr(leaf, "shape", None)
-        if shape is not None:
-            return int(shape[0]) if len(shape) else 1
-    return 0
-
-
-def flatten_outputs(value: Any) -> tuple[list[str], list[Any]]:
-    """Names and values of a model's outputs: one unnamed output, or a tuple/list/dict.
-
-    Example:
-        >>> flatten_outputs((1, 2))
-        (['output_1', 'output_2'], [1, 2])
-    """
-    if isinstance(value, dict):
-        return [str(k) for k in value], list(value.values())
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple: named outputs
-        return list(value._fields), list(value)
-    if isinstance(value, (list, tuple)):
-        return [f"output_{i + 1}" for i in range(len(value))], list(value)
-    return ["output"], [value]
-
-
-def _per_output(spec: Any, names: list[str], what: str) -> list[Any]:
-    """Spread a compile argument (one value, a list or a dict) over the outputs."""
-    if isinstance(spec, dict):
-        unknown = set(spec) - set(names)
-        if unknown:
-            raise UsageError(explain(what, spec, f"keys {sorted(unknown)} are not output names "
-                                     f"(the model's outputs are {names})",
-                                     "use the output names as keys"))
-        return [spec.get(n) for n in names]
-    if isinstance(spec, (list, tuple)):
-        if len(spec) != len(names):
-            one = "1 output" if len(names) == 1 else f"{len(names)} outputs {names}"
-            raise UsageError(explain(what, spec, f"has {len(spec)} entries but the model "
-                                     f"has {one}", "give one entry per output"
-                                     + (f", e.g. {what}={spec[0]!r}" if len(names) == 1
-                                        and spec else "")))
-        return list(spec)
-    return [spec] * len(names)
 
 
 def _check_loss_names(loss: Any) -> None:
@@ -126,32 +54,6 @@ def _check_loss_names(loss: Any) -> None:
     for item in nest.flatten(loss):
         if item is not None:
             losses_mod.get(item)
-
-
-def _check_metric_names(metrics: Any, weighted: Any) -> None:
-    """Every metric name known now (at ``compile``), and no Metric object given twice."""
-    for what, spec in (("metrics", metrics), ("weighted_metrics", weighted)):
-        if spec is not None and not isinstance(spec, (list, tuple, dict)):
-            raise InvalidTypeError(explain(what, spec, f"Type of `{what}` argument not "
-                                           "understood. Expected a list or dictionary",
-                                           f"pass a list, e.g. {what}=[{spec!r}]"))
-    seen: list[Metric] = []
-    for item in [*nest.flatten(metrics), *nest.flatten(weighted)]:
-        if isinstance(item, str):
-            metrics_mod.check_name(item)
-        elif item is not None and not isinstance(item, Metric) and not callable(item):
-            raise InvalidTypeError(explain("metric", item, "must be a metric name, a "
-                                           "distrib.metrics.Metric or a function (y_true, "
-                                           "y_pred) -> per-example values",
-                                           "pass e.g. metrics=['accuracy']"))
-        elif isinstance(item, Metric):
-            if any(item is m for m in seen):
-                raise UsageError(explain(
-                    "metrics / weighted_metrics", item, "Found duplicated metrics object in "
-                    "the user provided metrics and weighted metrics. This will cause the "
-                    "same metric object to be updated multiple times, and report wrong "
-                    "results", "give each list its own metric object"))
-            seen.append(item)
 
 
 class WeightedLoss(Metric):
@@ -227,8 +129,8 @@ class LossesContainer:
 
     def _build(self, y_pred: Any) -> None:
         names, _ = flatten_outputs(y_pred)
-        specs = _per_output(self._spec, names, "loss")
-        weights = _per_output(self._weights_spec, names, "loss_weights")
+        specs = per_output(self._spec, names, "loss")
+        weights = per_output(self._weights_spec, names, "loss_weights")
         self._losses = [None if s is None else losses_mod.get(s) for s in specs]
         for loss in self._losses:  # fit scales compiled losses for the global batch
             if loss is not None:
@@ -292,8 +194,8 @@ class LossesContainer:
             return self._one(0, self._losses[0], y_true, y_pred, sample_weight, global_rows,
                              num_replicas)
         _, preds = flatten_outputs(y_pred)
-        trues = _per_output(y_true, self._names, "y") if len(preds) > 1 else [y_true]
-        weights = _per_output(sample_weight, self._names, "sample_weight") \
+        trues = per_output(y_true, self._names, "y") if len(preds) > 1 else [y_true]
+        weights = per_output(sample_weight, self._names, "sample_weight") \
             if len(preds) > 1 else [sample_weight]
         total: torch.Tensor | None = None
         for i, (loss, pred) in enumerate(zip(self._losses, preds)):
@@ -367,129 +269,6 @@ class LossesContainer:
         return value if factor == 1.0 else value * factor  # value * 0.0 when nothing counts
 
 
-class MetricsContainer:
-    """The compiled metrics, resolved and built at the first batch (Keras' rules).
-
-    ``metrics`` are computed without sample weights, ``weighted_metrics`` with them
-    (and with the class weights of ``fit``).  A weighted metric whose name an
-    unweighted one already has is renamed ``weighted_<name>``; with several
-    outputs every name starts with the output's name.
-
-    Args:
-        metrics: a list applied to every output, or a dict ``{output: metrics}``.
-        losses: the compiled loss container (its losses choose ``"accuracy"``'s variant).
-        weighted_metrics: the same forms as ``metrics``.
-
-    Example:
-        >>> mc = MetricsContainer(["mae"], weighted_metrics=["mae"])
-        >>> mc.update_state(torch.tensor([0.0, 0.0]), torch.tensor([1.0, 3.0]),
-        ...                 sample_weight=torch.tensor([3.0, 1.0]))
-        >>> {m.name: float(m.result()) for m in mc.metrics}
-        {'mae': 2.0, 'weighted_mae': 1.5}
-    """
-
-    def __init__(self, metrics: Any, losses: LossesContainer | None = None,
-                 weighted_metrics: Any = None) -> None:
-        _check_metric_names(metrics, weighted_metrics)
-        self._spec = metrics
-        self._weighted_spec = weighted_metrics
-        self._losses = losses
-        self._built: list[tuple[list[Metric], list[Metric]]] | None = None
-        self._empty = _no_metrics(metrics) and _no_metrics(weighted_metrics)
-
-    @property
-    def built(self) -> bool:
-        return self._built is not None
-
-    @property
-    def empty(self) -> bool:
-        """True when no metric was compiled (nothing to update per step)."""
-        return self._empty
-
-    @property
-    def metrics(self) -> list[Metric]:
-        """Every compiled metric: per output, the unweighted then the weighted ones."""
-        return [m for plain, weighted in (self._built or []) for m in (*plain, *weighted)]
-
-    def _build(self, y_true: Any, y_pred: Any) -> None:
-        names, preds = flatten_outputs(y_pred)
-        multi = len(names) > 1
-        trues = _per_output(y_true, names, "y") if multi else [y_true]
-        losses = self._losses.losses if self._losses is not None else []
-        plain_specs = self._specs(self._spec, names)
-        weighted_specs = self._specs(self._weighted_spec, names)
-        taken: set[str] = set()
-        built: list[tuple[list[Metric], list[Metric]]] = []
-        for i, pred in enumerate(preds):
-            loss = losses[i] if i < len(losses) else None
-            true = _as_t(trues[i] if trues[i] is not None else pred)
-            plain = [metrics_mod.resolve(item, true, _as_t(pred), loss)
-                     for item in plain_specs[i]]
-            weighted = [metrics_mod.resolve(item, true, _as_t(pred), loss)
-                        for item in weighted_specs[i]]
-            _name_metrics(names[i] if multi else None, plain, weighted, taken)
-            built.append((plain, weighted))
-        self._built = built
-
-    @staticmethod
-    def _specs(spec: Any, names: list[str]) -> list[list[Any]]:
-        per = _per_output(spec, names, "metrics") if isinstance(spec, dict) \
-            else [spec] * len(names)
-        return [[] if s is None else (list(s) if isinstance(s, (list, tuple)) else [s])
-                for s in per]
-
-    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
-        """Update every metric with one batch (sample weights reach the weighted ones only)."""
-        if self._built is None:
-            self._build(y_true, y_pred)
-        assert self._built is not None
-        names, preds = flatten_outputs(y_pred)
-        multi = len(names) > 1
-        trues = _per_output(y_true, names, "y") if multi else [y_true]
-        weights = _per_output(sample_weight, names, "sample_weight") if multi \
-            else [sample_weight]
-        for (plain, weighted), true, pred, w in zip(self._built, trues, preds, weights):
-            if true is None:
-                continue
-            for m in plain:
-                m.update_state(true, pred)
-            for m in weighted:
-                m.update_state(true, pred, sample_weight=w)
-
-    def reset_state(self) -> None:
-        for m in self.metrics:
-            m.reset_state()
-
-
-def _no_metrics(spec: Any) -> bool:
-    return spec is None or (isinstance(spec, (list, tuple, dict)) and not spec)
-
-
-def _name_metrics(output: str | None, plain: list[Metric], weighted: list[Metric],
-                  taken: set[str]) -> None:
-    """Keras' names: ``<output>_`` in front with several outputs; ``weighted_`` in front of
-    a weighted metric whose name is taken; two metrics with one name raise."""
-    prefix = f"{output}_" if output is not None else ""
-    for m in plain:
-        m.name = prefix + m.name
-        if m.name in taken:
-            raise UsageError(explain("metrics", m.name, f"Found two metrics with the same "
-                                     f"name: {m.name}. All the metrics added to the model "
-                                     "need to have unique names", "give them distinct names"))
-        taken.add(m.name)
-    for m in weighted:
-        name = prefix + m.name
-        if name in taken:
-            name = f"{prefix}weighted_{m.name}"
-        if name in taken:
-            raise UsageError(explain("weighted_metrics", name, "Found two weighted metrics "
-                                     f"with the same name: {name}.All the metrics added to "
-                                     "the model need to have unique names",
-                                     "give them distinct names"))
-        m.name = name
-        taken.add(name)
-
-
 def _step_rows(y_true: Any, y_pred: Any, global_rows: int | None) -> tuple[int | None, int]:
     """The step's global rows and replicas from the replica context (as
     ``Model.compute_loss`` finds them); one replica outside a replica step."""
@@ -508,7 +287,3 @@ def _check_loss_weights(loss_weights: Any) -> None:
             raise InvalidTypeError(explain("loss_weights", loss_weights, "must be a number, "
                                            "or a list or dict of one number per output",
                                            "pass e.g. loss_weights=[1.0, 0.5]"))
-
-
-def _as_t(value: Any) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.as_tensor(value)

@@ -32,6 +32,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from distrib.cluster import error_report
 from distrib.cluster.plan import ProcessPlan
 from distrib.cluster.random_state import launch_environment
 from distrib.cluster.supervisor import start_process, stop_processes
@@ -191,13 +192,11 @@ class LocalReplicaLauncher:
             child = start_process(cmd, env, own_group=False, death_signal=signal.SIGTERM)
             self.children.append(child)
         atexit.register(self.stop)
-        previous = sys.excepthook
+        error_report.on_uncaught(self._note_failure)
+        error_report.install()
 
-        def note_failure(*args: object) -> None:
-            self.failing = True
-            previous(*args)  # type: ignore[arg-type]
-
-        sys.excepthook = note_failure
+    def _note_failure(self) -> None:
+        self.failing = True  # replica 0 ended with an uncaught exception
 
     def failed_children(self) -> list[tuple[int, int]]:
         """``(local_rank, exit status)`` of the children that have exited with an error."""

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from distrib.cluster import error_report
 from distrib.cluster.local_launch import configure_engine_environment
 from distrib.cluster.plan import ProcessPlan
 from distrib.comm import failures
@@ -175,6 +176,8 @@ class Communicator:
                 backend=self.backend(), store=store, rank=self.rank,
                 world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=self.timeout))
+        # over torch's hook ([rankN]: on every line): distrib's errors as one block
+        error_report.install(f"[rank {self.rank}/{self.world_size}]")
         self.group = dist.group.WORLD
         failures.attach(self.store, self.rank, self.world_size, self.plan.describe_rank,
                         self.abort)
@@ -319,7 +322,7 @@ class Communicator:
             desc = ", ".join(self.plan.describe_rank(r) for r in lost)
             return PeerLostError(
                 f"Lost task {desc} while {what} on {me}: it stopped (crashed, was killed, "
-                f"or its machine became unreachable). Engine error: {text}. {fix}", lost=names)
+                f"or its machine became unreachable). {fix}", lost=names)  # engine's: __cause__
         timed_out = "timeout" in str(exc).lower() or "timed out" in str(exc).lower()
         if timed_out:
             return CollectiveTimeoutError(

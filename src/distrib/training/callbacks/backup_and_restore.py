@@ -38,7 +38,8 @@ from distrib.checkpoint.statefile import STATE_FILE
 from distrib.checkpoint.storage import remove_directory
 from distrib.errors import UsageError, explain
 from distrib.training.callbacks import checks
-from distrib.training.callbacks.base import Callback, Logs, should_write
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.output import should_write
 
 __all__ = ["BackupAndRestore"]
 

@@ -9,9 +9,8 @@ logs: the logs ``fit`` passes are global values (sums and counts all-reduced ove
 replicas), so decisions taken from them — stopping early, lowering the learning rate
 — are the same on every replica.  What is meant for a person or for disk (messages,
 progress bar, CSV rows, TensorBoard events, checkpoint files) is written by the chief
-only; :func:`should_print` and :func:`should_write` tell a callback whether this
-process is the chief.  The module stays whole (about 500 lines): it is the one Keras
-class pair, the event surface of ``Callback`` and the dispatch of ``CallbackList``.
+only; ``should_print`` and ``should_write`` tell a callback whether this
+process is the chief (``distrib.training.callbacks.output``).
 
 Example:
     >>> class Count(Callback):
@@ -24,115 +23,15 @@ Example:
 
 from __future__ import annotations
 
-import logging
-import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import numpy as np
+from distrib.errors import InvalidTypeError, explain
+from distrib.training.callbacks.output import to_python
 
-from distrib.errors import InvalidTypeError, UsageError, explain
-
-__all__ = ["Callback", "CallbackList", "Logs", "callbacks_for_run", "should_print", "should_write"]
+__all__ = ["Callback", "CallbackList", "Logs", "callbacks_for_run"]
 
 Logs = dict[str, Any]
-
-_log = logging.getLogger("distrib.callbacks")
-
-
-def _strategy_flag(model: Any, flag: str) -> bool:
-    strategy = getattr(model, "distribute_strategy", None)
-    extended = getattr(strategy, "extended", None)
-    if extended is None:
-        return True
-    return bool(getattr(extended, flag, True))
-
-
-def should_print(model: Any) -> bool:
-    """Whether this process prints messages and summaries for ``model`` (the chief).
-
-    True when the model has no ``distribute_strategy`` (a single process).
-
-    Example:
-        >>> should_print(None)
-        True
-    """
-    return _strategy_flag(model, "should_save_summary")
-
-
-def should_write(model: Any) -> bool:
-    """Whether this process writes checkpoint and log files for ``model`` (the chief).
-
-    Example:
-        >>> should_write(None)
-        True
-    """
-    return _strategy_flag(model, "should_checkpoint")
-
-
-def print_msg(model: Any, message: str) -> None:
-    """Writes ``message`` and a line break to standard output, on the chief only."""
-    if should_print(model):
-        sys.stdout.write(message + "\n")
-        sys.stdout.flush()
-
-
-def warn(model: Any, message: str, *args: Any) -> None:
-    """Logs a warning (``logging``, as ``%``-style ``message % args``) on the chief only."""
-    if should_print(model):
-        _log.warning(message, *args)
-
-
-def to_python(value: Any) -> Any:
-    """Turns torch tensors in logs into Python numbers (0-d) or numpy arrays."""
-    if hasattr(value, "detach") and hasattr(value, "numel"):  # a torch tensor
-        value = value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        return value.item()
-    return value
-
-
-def _param_groups(optimizer: Any) -> list[dict[str, Any]]:
-    groups = getattr(optimizer, "param_groups", None)
-    if not groups or "lr" not in groups[0]:
-        raise UsageError(explain(
-            "model.optimizer", optimizer,
-            'Optimizer must have a "lr" attribute (a torch optimizer whose param_groups '
-            'hold "lr")', "compile the model with an optimizer such as 'sgd' or "
-            "torch.optim.SGD(params, lr=0.01)"))
-    return list(groups)
-
-
-def get_lr(optimizer: Any) -> float:
-    """The learning rate of a torch optimizer (its first param group's ``"lr"``).
-
-    Example:
-        >>> import torch
-        >>> get_lr(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.5))
-        0.5
-    """
-    return float(_param_groups(optimizer)[0]["lr"])
-
-
-def set_lr(optimizer: Any, lr: float) -> None:
-    """Sets the learning rate of every param group of a torch optimizer to ``lr``.
-
-    Example:
-        >>> import torch
-        >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.5)
-        >>> set_lr(opt, 0.1); get_lr(opt)
-        0.1
-    """
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if hasattr(inner, "has_schedule") and hasattr(inner, "learning_rate"):  # a Keras one:
-        inner.learning_rate = float(lr)  # refused under a schedule, as in Keras
-        return
-    for group in _param_groups(optimizer):
-        if hasattr(group["lr"], "fill_"):  # a tensor learning rate
-            group["lr"].fill_(float(lr))
-        else:
-            group["lr"] = float(lr)
-
 
 class Callback:
     """Base class of callbacks: subclass it and override the hooks you need.

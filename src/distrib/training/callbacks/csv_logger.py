@@ -27,7 +27,8 @@ import numpy as np
 
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.training.callbacks import checks
-from distrib.training.callbacks.base import Callback, Logs, should_write, to_python
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.output import should_write, to_python
 
 if TYPE_CHECKING:
     _Writer = csv.DictWriter[str]

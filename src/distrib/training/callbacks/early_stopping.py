@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from distrib.training.callbacks import checks
-from distrib.training.callbacks.base import Callback, Logs, print_msg, warn
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.output import print_msg, warn
 
 __all__ = ["EarlyStopping"]
 

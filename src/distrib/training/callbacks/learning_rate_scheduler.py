@@ -25,7 +25,9 @@ from typing import Any
 import torch
 
 from distrib.errors import InvalidTypeError, UsageError, explain
-from distrib.training.callbacks.base import Callback, Logs, get_lr, print_msg, set_lr, to_python
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.learning_rate import get_lr, set_lr
+from distrib.training.callbacks.output import print_msg, to_python
 
 __all__ = ["LearningRateScheduler"]
 

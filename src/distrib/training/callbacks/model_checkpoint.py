@@ -36,14 +36,8 @@ from distrib.checkpoint.checkpoint import check_options
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.files import atomic_path, commit_directory
 from distrib.training.callbacks import checks
-from distrib.training.callbacks.base import (
-    Callback,
-    Logs,
-    print_msg,
-    should_write,
-    to_python,
-    warn,
-)
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.output import print_msg, should_write, to_python, warn
 from distrib.training.saving import remove_stale_temporaries, temporary_prefix
 
 __all__ = ["ModelCheckpoint"]

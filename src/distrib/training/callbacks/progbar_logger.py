@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from distrib.errors import UsageError, explain
-from distrib.training.callbacks.base import Callback, Logs, should_print
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.output import should_print
 from distrib.training.progbar import Progbar
 
 __all__ = ["ProgbarLogger"]

@@ -26,7 +26,9 @@ import numpy as np
 
 from distrib.errors import UsageError, explain
 from distrib.training.callbacks import checks
-from distrib.training.callbacks.base import Callback, Logs, get_lr, print_msg, set_lr, warn
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.learning_rate import get_lr, set_lr
+from distrib.training.callbacks.output import print_msg, warn
 
 __all__ = ["ReduceLROnPlateau"]
 

@@ -42,14 +42,9 @@ import torch
 
 from distrib.errors import UsageError, explain
 from distrib.training.callbacks import checks
-from distrib.training.callbacks.base import (
-    Callback,
-    Logs,
-    get_lr,
-    should_write,
-    to_python,
-    warn,
-)
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.learning_rate import get_lr
+from distrib.training.callbacks.output import should_write, to_python, warn
 
 __all__ = ["TensorBoard", "summary_writer"]
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from distrib.training.callbacks.base import Callback, Logs, print_msg, to_python
+from distrib.training.callbacks.base import Callback, Logs
+from distrib.training.callbacks.output import print_msg, to_python
 
 __all__ = ["TerminateOnNaN"]
 

@@ -1,8 +1,5 @@
 """``distrib.data.Dataset``: the ``tf.data.Dataset`` API over torch tensors.
 
-Why one module over 500 lines: it is the method surface of ``tf.data.Dataset`` (each
-method a docstring and one call into transforms, sources or streams, where the work is).
-
 A dataset is an immutable description of a pipeline; iterating it (``for x in
 ds``) runs one *epoch*.  Random-access pipelines (see :mod:`distrib.data._plan`)
 are read by vectorised index gathers; others stream element by element.
@@ -17,10 +14,6 @@ Every dataset node implements a small protocol used by this package and by
 ``_get(pos, ctx)`` the elements (rows) or batch references at ``pos``;
 ``_stream(ctx)``  the elements of one iteration, for streaming nodes;
 ``_elements(ctx)`` the elements of one iteration, whatever the kind.
-
-The module stays whole (about 520 lines): it is ``tf.data.Dataset``'s one public class,
-whose methods each build a node of :mod:`distrib.data` and check their arguments; the
-nodes themselves live in the modules beside it.
 
 Example:
     >>> ds = Dataset.range(10).shuffle(10, seed=1).batch(4)
@@ -41,6 +34,7 @@ import torch
 
 from distrib.data import _nest
 from distrib.data._plan import Ctx, mix
+from distrib.data.constructors import DatasetSources
 from distrib.data.methods import (
     DatasetMethods,
     check_flag,
@@ -55,7 +49,7 @@ __all__ = ["Dataset"]
 _MASK = (1 << 63) - 1
 
 
-class Dataset(DatasetMethods):
+class Dataset(DatasetMethods, DatasetSources):
     """A ``tf.data``-style input pipeline whose elements are nests of torch tensors.
 
     Build one with a source (:meth:`from_tensor_slices`, :meth:`range`,
@@ -216,107 +210,6 @@ class Dataset(DatasetMethods):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} cardinality={self._card()}>"
-
-    # --------------------------------------------------------------- sources
-    @staticmethod
-    def from_tensor_slices(tensors: Any) -> Dataset:
-        """One element per row of ``tensors`` (tensors, arrays, lists; tuples/dicts of them).
-
-        Example:
-            >>> [int(x) for x in Dataset.from_tensor_slices([1, 2, 3])]
-            [1, 2, 3]
-        """
-        from distrib.data.sources import TensorSlices
-        return TensorSlices(tensors)
-
-    @staticmethod
-    def from_tensors(tensors: Any) -> Dataset:
-        """A dataset of exactly one element, ``tensors``.
-
-        Example:
-            >>> [x.tolist() for x in Dataset.from_tensors([1, 2])]
-            [[1, 2]]
-        """
-        from distrib.data.sources import Tensors
-        return Tensors(tensors)
-
-    @staticmethod
-    def range(*args: int, output_type: torch.dtype = torch.int64) -> Dataset:
-        """Like Python's ``range``: ``range(stop)``, ``range(start, stop[, step])``.
-
-        Example:
-            >>> [int(x) for x in Dataset.range(1, 8, 3)]
-            [1, 4, 7]
-        """
-        from distrib.data.sources import Range
-        if not isinstance(output_type, torch.dtype):
-            raise InvalidTypeError(explain("range output_type", output_type,
-                                           "must be a torch.dtype",
-                                           "pass e.g. output_type=torch.int32"))
-        return Range(*args, dtype=output_type)
-
-    @staticmethod
-    def from_generator(generator: Callable[..., Any], output_types: Any = None,
-                       output_shapes: Any = None, args: tuple[Any, ...] | None = None,
-                       output_signature: Any = None) -> Dataset:
-        """Elements produced by ``generator(*args)``, called again for every epoch.
-
-        Example:
-            >>> [int(x) for x in Dataset.from_generator(lambda: iter([5, 6]))]
-            [5, 6]
-        """
-        from distrib.data.sources import Generator
-        return Generator(generator, args=args, output_signature=output_signature,
-                         output_types=output_types, output_shapes=output_shapes)
-
-    @staticmethod
-    def from_torch(dataset: Any) -> Dataset:
-        """The elements of a map-style ``torch.utils.data.Dataset`` (random access).
-
-        ``TensorDataset`` (and ``Subset`` of it) is read by vectorised gathers.
-
-        Example:
-            >>> tds = torch.utils.data.TensorDataset(torch.arange(4))
-            >>> [b[0].tolist() for b in Dataset.from_torch(tds).batch(2)]
-            [[0, 1], [2, 3]]
-        """
-        from distrib.data.sources import TorchSource
-        return TorchSource(dataset)
-
-    @staticmethod
-    def list_files(file_pattern: str | list[str], shuffle: bool = False,
-                   seed: int | None = None) -> Dataset:
-        """The file names matching ``file_pattern`` (a glob or a list), sorted.
-
-        With ``shuffle=True`` their order is shuffled every epoch (seed it, so
-        every worker sees the same order).
-
-        Example:
-            >>> Dataset.list_files("/nonexistent/*.txt")
-            Traceback (most recent call last):
-            ...
-            distrib.errors.DataError: file_pattern = '/nonexistent/*.txt': No files matched ...
-        """
-        from distrib.data.sources import ListFiles
-        patterns = file_pattern if isinstance(file_pattern, (list, tuple)) else [file_pattern]
-        for pattern in patterns:
-            check_path("file_pattern", pattern)
-        check_flag("shuffle", shuffle)
-        return ListFiles(file_pattern, shuffle=shuffle, seed=seed)
-
-    @staticmethod
-    def zip(*datasets: Any) -> Dataset:
-        """Elements of several datasets side by side; stops with the shortest.
-
-        Accepts ``zip(a, b)`` or a nested structure ``zip((a, b))`` / ``zip({"a": a})``.
-
-        Example:
-            >>> [(int(a), int(b)) for a, b in Dataset.zip(Dataset.range(3), Dataset.range(5, 7))]
-            [(0, 5), (1, 6)]
-        """
-        from distrib.data.streams import Zip
-        structure = datasets[0] if len(datasets) == 1 else tuple(datasets)
-        return Zip(structure)
 
     # --------------------------------------------------------- transformations
     def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -70,7 +71,34 @@ class LearningRateSchedule:
         return f"{type(self).__name__}({args})"
 
 
-class ExponentialDecay(LearningRateSchedule):
+@dataclasses.dataclass(eq=False, repr=False)
+class _BuiltIn(LearningRateSchedule):
+    """A built-in schedule: its constructor arguments are its fields and its config."""
+
+    def get_config(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class _StepDecay(_BuiltIn):
+    """The arguments and the exponent ``step / decay_steps`` of the two ``staircase`` decays."""
+
+    initial_learning_rate: float
+    decay_steps: int
+    decay_rate: float
+    staircase: bool = False
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        _positive("decay_steps", self.decay_steps)
+
+    def _progress(self, step: int) -> float:
+        p = step / self.decay_steps
+        return math.floor(p) if self.staircase else p
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class ExponentialDecay(_StepDecay):
     """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (integer division
     of the exponent when ``staircase``).
 
@@ -79,28 +107,30 @@ class ExponentialDecay(LearningRateSchedule):
         0.5
     """
 
-    def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float,
-                 staircase: bool = False, name: str = "ExponentialDecay") -> None:
-        _positive("decay_steps", decay_steps)
-        self.initial_learning_rate = initial_learning_rate
-        self.decay_steps = decay_steps
-        self.decay_rate = decay_rate
-        self.staircase = staircase
-        self.name = name
+    name: str = "ExponentialDecay"
 
     def __call__(self, step: int) -> float:
-        p = step / self.decay_steps
-        if self.staircase:
-            p = math.floor(p)
-        return float(self.initial_learning_rate * self.decay_rate ** p)
-
-    def get_config(self) -> dict[str, Any]:
-        return {"initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
-                "staircase": self.staircase, "name": self.name}
+        return float(self.initial_learning_rate * self.decay_rate ** self._progress(step))
 
 
-class PiecewiseConstantDecay(LearningRateSchedule):
+@dataclasses.dataclass(eq=False, repr=False)
+class InverseTimeDecay(_StepDecay):
+    """``initial_learning_rate / (1 + decay_rate * step / decay_steps)`` (integer division
+    when ``staircase``).
+
+    Example:
+        >>> InverseTimeDecay(1.0, 1, 1.0)(1)
+        0.5
+    """
+
+    name: str = "InverseTimeDecay"
+
+    def __call__(self, step: int) -> float:
+        return float(self.initial_learning_rate / (1 + self.decay_rate * self._progress(step)))
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class PiecewiseConstantDecay(_BuiltIn):
     """``values[0]`` while ``step <= boundaries[0]``, ``values[i]`` while
     ``boundaries[i-1] < step <= boundaries[i]``, ``values[-1]`` after the last boundary.
 
@@ -110,18 +140,20 @@ class PiecewiseConstantDecay(LearningRateSchedule):
         (1.0, 0.5, 0.1)
     """
 
-    def __init__(self, boundaries: Sequence[int], values: Sequence[float],
-                 name: str = "PiecewiseConstant") -> None:
+    boundaries: Sequence[int]
+    values: Sequence[float]
+    name: str = "PiecewiseConstant"
+
+    def __post_init__(self) -> None:
+        boundaries, values = list(self.boundaries), list(self.values)
         if len(boundaries) != len(values) - 1:
             raise UsageError(explain(
-                "boundaries", list(boundaries),
+                "boundaries", boundaries,
                 "The length of boundaries should be 1 less than the length of values. "
-                f"Received: boundaries={list(boundaries)} of length {len(boundaries)}, and "
-                f"values={list(values)} of length {len(values)}",
+                f"Received: boundaries={boundaries} of length {len(boundaries)}, and "
+                f"values={values} of length {len(values)}",
                 "give one value more than boundaries"))
-        self.boundaries = list(boundaries)
-        self.values = list(values)
-        self.name = name
+        self.boundaries, self.values = boundaries, values
 
     def __call__(self, step: int) -> float:
         for boundary, value in zip(self.boundaries, self.values):
@@ -129,11 +161,9 @@ class PiecewiseConstantDecay(LearningRateSchedule):
                 return float(value)
         return float(self.values[-1])
 
-    def get_config(self) -> dict[str, Any]:
-        return {"boundaries": self.boundaries, "values": self.values, "name": self.name}
 
-
-class PolynomialDecay(LearningRateSchedule):
+@dataclasses.dataclass(eq=False, repr=False)
+class PolynomialDecay(_BuiltIn):
     """From ``initial_learning_rate`` to ``end_learning_rate`` over ``decay_steps`` along
     ``(1 - step / decay_steps) ** power``; with ``cycle``, the decay restarts from a
     ``decay_steps`` stretched to the next multiple above ``step``.
@@ -143,16 +173,15 @@ class PolynomialDecay(LearningRateSchedule):
         0.5
     """
 
-    def __init__(self, initial_learning_rate: float, decay_steps: int,
-                 end_learning_rate: float = 0.0001, power: float = 1.0, cycle: bool = False,
-                 name: str = "PolynomialDecay") -> None:
-        _positive("decay_steps", decay_steps)
-        self.initial_learning_rate = initial_learning_rate
-        self.decay_steps = decay_steps
-        self.end_learning_rate = end_learning_rate
-        self.power = power
-        self.cycle = cycle
-        self.name = name
+    initial_learning_rate: float
+    decay_steps: int
+    end_learning_rate: float = 0.0001
+    power: float = 1.0
+    cycle: bool = False
+    name: str = "PolynomialDecay"
+
+    def __post_init__(self) -> None:
+        _positive("decay_steps", self.decay_steps)
 
     def __call__(self, step: int) -> float:
         steps = float(self.decay_steps)
@@ -165,43 +194,9 @@ class PolynomialDecay(LearningRateSchedule):
         return float((self.initial_learning_rate - self.end_learning_rate)
                      * (1 - p) ** self.power + self.end_learning_rate)
 
-    def get_config(self) -> dict[str, Any]:
-        return {"initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "end_learning_rate": self.end_learning_rate,
-                "power": self.power, "cycle": self.cycle, "name": self.name}
 
-
-class InverseTimeDecay(LearningRateSchedule):
-    """``initial_learning_rate / (1 + decay_rate * step / decay_steps)`` (integer division
-    when ``staircase``).
-
-    Example:
-        >>> InverseTimeDecay(1.0, 1, 1.0)(1)
-        0.5
-    """
-
-    def __init__(self, initial_learning_rate: float, decay_steps: int, decay_rate: float,
-                 staircase: bool = False, name: str = "InverseTimeDecay") -> None:
-        _positive("decay_steps", decay_steps)
-        self.initial_learning_rate = initial_learning_rate
-        self.decay_steps = decay_steps
-        self.decay_rate = decay_rate
-        self.staircase = staircase
-        self.name = name
-
-    def __call__(self, step: int) -> float:
-        p = step / self.decay_steps
-        if self.staircase:
-            p = math.floor(p)
-        return float(self.initial_learning_rate / (1 + self.decay_rate * p))
-
-    def get_config(self) -> dict[str, Any]:
-        return {"initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
-                "staircase": self.staircase, "name": self.name}
-
-
-class CosineDecay(LearningRateSchedule):
+@dataclasses.dataclass(eq=False, repr=False)
+class CosineDecay(_BuiltIn):
     """A cosine from the start rate down to ``alpha`` times it over ``decay_steps``, after
     an optional linear warm-up of ``warmup_steps`` from ``initial_learning_rate`` to
     ``warmup_target`` (the cosine then starts from ``warmup_target``).
@@ -213,38 +208,31 @@ class CosineDecay(LearningRateSchedule):
         1.0
     """
 
-    def __init__(self, initial_learning_rate: float, decay_steps: int, alpha: float = 0.0,
-                 name: str = "CosineDecay", warmup_target: float | None = None,
-                 warmup_steps: int = 0) -> None:
-        _positive("decay_steps", decay_steps)
-        self.initial_learning_rate = initial_learning_rate
-        self.decay_steps = decay_steps
-        self.alpha = alpha
-        self.name = name
-        self.warmup_steps = warmup_steps
-        self.warmup_target = warmup_target
+    initial_learning_rate: float
+    decay_steps: int
+    alpha: float = 0.0
+    name: str = "CosineDecay"
+    warmup_target: float | None = None
+    warmup_steps: int = 0
 
-    def _decay(self, step: float, start: float) -> float:
-        cosine = 0.5 * (1.0 + math.cos(math.pi * step / self.decay_steps))
-        return float(start * ((1 - self.alpha) * cosine + self.alpha))
+    def __post_init__(self) -> None:
+        _positive("decay_steps", self.decay_steps)
 
     def __call__(self, step: int) -> float:
         at = float(step)
         if self.warmup_target is None:
-            return self._decay(min(at, self.decay_steps), self.initial_learning_rate)
-        at = min(at, self.decay_steps + self.warmup_steps)
-        if at < self.warmup_steps:
-            delta = self.warmup_target - self.initial_learning_rate
-            return float(delta * (at / self.warmup_steps) + self.initial_learning_rate)
-        return self._decay(at - self.warmup_steps, self.warmup_target)
-
-    def get_config(self) -> dict[str, Any]:
-        return {"initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "alpha": self.alpha, "name": self.name,
-                "warmup_target": self.warmup_target, "warmup_steps": self.warmup_steps}
+            at, start = min(at, self.decay_steps), self.initial_learning_rate
+        else:
+            at = min(at, self.decay_steps + self.warmup_steps)
+            if at < self.warmup_steps:
+                delta = self.warmup_target - self.initial_learning_rate
+                return float(delta * (at / self.warmup_steps) + self.initial_learning_rate)
+            at, start = at - self.warmup_steps, self.warmup_target
+        return start * _cosine(at, self.decay_steps, 1.0, self.alpha)
 
 
-class CosineDecayRestarts(LearningRateSchedule):
+@dataclasses.dataclass(eq=False, repr=False)
+class CosineDecayRestarts(_BuiltIn):
     """Cosine decay with warm restarts (SGDR): periods of ``first_decay_steps`` times
     ``t_mul`` to the restart count, peaks scaled by ``m_mul`` at each restart.
 
@@ -253,20 +241,19 @@ class CosineDecayRestarts(LearningRateSchedule):
         1.0
     """
 
-    def __init__(self, initial_learning_rate: float, first_decay_steps: int,
-                 t_mul: float = 2.0, m_mul: float = 1.0, alpha: float = 0.0,
-                 name: str = "SGDRDecay") -> None:
-        _positive("first_decay_steps", first_decay_steps)
-        self.initial_learning_rate = initial_learning_rate
-        self.first_decay_steps = first_decay_steps
-        self._t_mul = t_mul
-        self._m_mul = m_mul
-        self.alpha = alpha
-        self.name = name
+    initial_learning_rate: float
+    first_decay_steps: int
+    t_mul: float = 2.0
+    m_mul: float = 1.0
+    alpha: float = 0.0
+    name: str = "SGDRDecay"
+
+    def __post_init__(self) -> None:
+        _positive("first_decay_steps", self.first_decay_steps)
 
     def __call__(self, step: int) -> float:
         fraction = step / self.first_decay_steps
-        t_mul = self._t_mul
+        t_mul = self.t_mul
         if t_mul == 1.0:
             restart = math.floor(fraction)
             fraction -= restart
@@ -274,13 +261,14 @@ class CosineDecayRestarts(LearningRateSchedule):
             restart = math.floor(math.log(1.0 - fraction * (1.0 - t_mul)) / math.log(t_mul))
             done = (1.0 - t_mul ** restart) / (1.0 - t_mul)
             fraction = (fraction - done) / t_mul ** restart
-        cosine = 0.5 * self._m_mul ** restart * (1.0 + math.cos(math.pi * fraction))
-        return float(self.initial_learning_rate * ((1 - self.alpha) * cosine + self.alpha))
+        return self.initial_learning_rate * _cosine(fraction, 1.0, self.m_mul ** restart,
+                                                    self.alpha)
 
-    def get_config(self) -> dict[str, Any]:
-        return {"initial_learning_rate": self.initial_learning_rate,
-                "first_decay_steps": self.first_decay_steps, "t_mul": self._t_mul,
-                "m_mul": self._m_mul, "alpha": self.alpha, "name": self.name}
+
+def _cosine(at: float, period: float, peak: float, alpha: float) -> float:
+    """The cosine decay's factor ``at`` steps into its ``period``, from ``peak`` to ``alpha``."""
+    cosine = 0.5 * peak * (1.0 + math.cos(math.pi * at / period))
+    return float((1 - alpha) * cosine + alpha)
 
 
 _CLASSES: dict[str, type[LearningRateSchedule]] = {

@@ -19,6 +19,9 @@ against ``tf.distribute`` that catches those keeps working.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from typing import Any
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "RemoteError",
     "CancelledError",
     "explain",
+    "warn",
 ]
 
 
@@ -172,3 +176,27 @@ def explain(what: str, value: Any, rule: str, fix: str) -> str:
     rule = rule.rstrip(".")
     fix = fix.rstrip(".")
     return f"{what} = {_show(value)}: {rule}. Fix: {fix}."
+
+
+_PACKAGE = os.path.dirname(__file__) + os.sep  # as the code objects of distrib name their files
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` at the user's line: the first caller outside the distrib package.
+
+    Python reports a warning at the frame ``stacklevel`` names; distrib's warnings are
+    issued deep inside ``fit``, a strategy or a checkpoint manager, so every call site
+    uses this helper instead of counting frames (``skip_file_prefixes`` on Python
+    3.12+, the same walk up the stack before).
+
+    Example::
+
+        warn("Your input ran out of data; interrupting training.")  # at the user's fit(...)
+    """
+    if sys.version_info >= (3, 12):
+        warnings.warn(message, category, skip_file_prefixes=(_PACKAGE,))
+        return
+    level, frame = 2, sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

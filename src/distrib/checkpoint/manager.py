@@ -21,7 +21,6 @@ import contextlib
 import os
 import threading
 import time
-import warnings
 from typing import Any
 
 import torch
@@ -34,7 +33,7 @@ from distrib.checkpoint.checkpoint import (
 )
 from distrib.checkpoint.statefile import STATE_FILE, CheckpointState, read_state, write_state
 from distrib.checkpoint.storage import check_writable, remove_directory
-from distrib.errors import CheckpointError, CheckpointMismatchError, UsageError, explain
+from distrib.errors import CheckpointError, CheckpointMismatchError, UsageError, explain, warn
 
 #: The clock of checkpoint timestamps (seconds since the epoch, as TF records them).
 _clock = time.time
@@ -200,11 +199,11 @@ class CheckpointManager:
         if state is None and os.path.exists(os.path.join(self._directory, STATE_FILE)):
             state = _scan(self._directory, checkpoint_name)
             if self._checkpoint._extended().replica_group.replica_id == 0:
-                warnings.warn(
+                warn(
                     f"The checkpoint state file {os.path.join(self._directory, STATE_FILE)} "
                     f"cannot be read (not the JSON distrib writes); using the complete "
                     f"checkpoints found in the directory instead: {state.all or 'none'}. "
-                    "It is rewritten at the next save.", stacklevel=2)
+                    "It is rewritten at the next save.")
         state = state or CheckpointState()
         self._kept: dict[str, float] = dict(zip(state.all, state.timestamps))
         self._last_preserved = state.last_preserved_timestamp or _clock()
@@ -346,8 +345,8 @@ class CheckpointManager:
                 f"{failed} replica(s) could not read it"
             skipped.append((path, reason))
             if group.replica_id == 0 and len(skipped) < len(self._kept):
-                warnings.warn(f"Skipping checkpoint {path}: {reason}. Restoring the one "
-                              "before it instead.", stacklevel=2)
+                warn(f"Skipping checkpoint {path}: {reason}. Restoring the one "
+                     "before it instead.")
         if skipped:
             # Starting over would train from step 0 and rotate the unreadable checkpoints
             # (perhaps readable elsewhere) out of the directory: progress would be lost.

@@ -8,9 +8,7 @@ Example:
 
 from __future__ import annotations
 
-import warnings
-
-from distrib.errors import CheckpointMismatchError
+from distrib.errors import CheckpointMismatchError, warn
 
 __all__ = ["LoadStatus"]
 
@@ -85,10 +83,10 @@ class LoadStatus:
     def __del__(self) -> None:
         if not self._checked and (self.missing or self.unexpected):
             try:
-                warnings.warn(
+                warn(
                     f"Checkpoint {self.path} was restored partially: not in the checkpoint "
                     f"{self.missing}, not tracked {self.unexpected}. Call .expect_partial() "
-                    "on the status to silence this warning.", stacklevel=2)
+                    "on the status to silence this warning.")
             except Exception:  # interpreter shutting down
                 pass
 

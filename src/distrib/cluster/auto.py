@@ -13,13 +13,12 @@ Example::
 
 from __future__ import annotations
 
-import warnings
-
 from distrib.cluster import env
 from distrib.cluster.resolver import ClusterResolver
 from distrib.cluster.slurm import SlurmClusterResolver
 from distrib.cluster.tf_config import TFConfigClusterResolver, parse_tf_config
 from distrib.cluster.torchrun import TorchrunClusterResolver
+from distrib.errors import warn
 
 __all__ = ["auto_resolver", "detected_source"]
 
@@ -61,9 +60,9 @@ def auto_resolver() -> ClusterResolver | None:
     source = detected_source()
     if source == "tf_config":
         if "RANK" in env.torchrun_variables():
-            warnings.warn("both TF_CONFIG and torchrun's RANK are set; distrib follows "
-                          "TF_CONFIG. Unset TF_CONFIG when launching with torchrun or "
-                          "`distrib run --nproc-per-node`.", stacklevel=2)
+            warn("both TF_CONFIG and torchrun's RANK are set; distrib follows "
+                 "TF_CONFIG. Unset TF_CONFIG when launching with torchrun or "
+                 "`distrib run --nproc-per-node`.")
         return TFConfigClusterResolver()
     if source == "torchrun":
         return TorchrunClusterResolver()

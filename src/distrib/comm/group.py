@@ -44,6 +44,7 @@ from distrib.errors import (
     UnmatchedCallError,
     UsageError,
     explain,
+    warn,
 )
 
 __all__ = ["Communicator", "ensure_no_group"]
@@ -144,9 +145,8 @@ class Communicator:
         if self.device.type == "cuda" and impl is not CommunicationImplementation.RING:
             return "cpu:gloo,cuda:nccl"
         if impl is CommunicationImplementation.NCCL and self.device.type != "cuda":
-            import warnings
-            warnings.warn("Enabled NCCL communication but no GPUs detected/specified: "
-                          "using gloo for CPU tensors.", stacklevel=3)
+            warn("Enabled NCCL communication but no GPUs detected/specified: "
+                 "using gloo for CPU tensors.")
         return "gloo"
 
     def _make_store(self) -> dist.Store:

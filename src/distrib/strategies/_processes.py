@@ -36,7 +36,7 @@ from distrib.cluster.restarts import supervise_local_replicas, torchrun_restart
 from distrib.comm.group import Communicator, ensure_no_group
 from distrib.comm.ops import CommunicationImplementation, CommunicationOptions
 from distrib.comm.rendezvous import host_store
-from distrib.errors import ConfigError, UsageError, explain
+from distrib.errors import ConfigError, UsageError, explain, warn
 
 __all__ = ["establish", "parse_devices", "default_devices", "select_devices",
            "checked_options"]
@@ -155,8 +155,8 @@ def _warn_nccl_without_gpu(options: CommunicationOptions, device: torch.device) 
     """TensorFlow's warning for NCCL asked of a replica without a GPU (a group of several
     replicas gives it when it starts; a single replica makes no group)."""
     if options.implementation is CommunicationImplementation.NCCL and device.type != "cuda":
-        warnings.warn("Enabled NCCL communication but no GPUs detected/specified: "
-                      "using gloo for CPU tensors.", stacklevel=4)
+        warn("Enabled NCCL communication but no GPUs detected/specified: "
+             "using gloo for CPU tensors.")
 
 
 def establish(resolver: Any, devices: list[str], options: CommunicationOptions,

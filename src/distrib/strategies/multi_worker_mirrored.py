@@ -13,12 +13,11 @@ Example (run on every worker, each with its own ``TF_CONFIG``)::
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from distrib.cluster import ClusterResolver, auto_resolver
 from distrib.comm.ops import CommunicationImplementation, CommunicationOptions
-from distrib.errors import UsageError, explain
+from distrib.errors import UsageError, explain, warn
 from distrib.strategies._processes import checked_options, establish, select_devices
 from distrib.strategies.base import Strategy, StrategyExtended
 
@@ -69,10 +68,10 @@ class ExperimentalMultiWorkerMirroredStrategy(MultiWorkerMirroredStrategy):
 
     def __init__(self, communication: Any = CommunicationImplementation.AUTO,
                  cluster_resolver: ClusterResolver | None = None) -> None:
-        warnings.warn(
+        warn(
             "distrib.experimental.MultiWorkerMirroredStrategy (from "
             "tf.distribute.experimental) is deprecated and will be removed in a future "
             "version.\nInstructions for updating:\nuse distrib.MultiWorkerMirroredStrategy "
-            "instead", FutureWarning, stacklevel=2)
+            "instead", FutureWarning)
         super().__init__(cluster_resolver=cluster_resolver,
                          communication_options=CommunicationOptions(implementation=communication))

@@ -31,7 +31,6 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-import warnings
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +39,7 @@ import torch
 from distrib import nest
 from distrib.coordinator import ClusterCoordinator, RemoteValue
 from distrib.data import Dataset
-from distrib.errors import UsageError, explain
+from distrib.errors import UsageError, explain, warn
 from distrib.training.callbacks import CallbackList
 from distrib.training.callbacks.base import callbacks_for_run
 from distrib.training.compile_utils import rows_of, unpack_x_y_sample_weight
@@ -344,7 +343,7 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
             cbs.on_epoch_end(epoch, logs)
             training.epoch_done(epoch)
             if ran_out:
-                warnings.warn(_OUT_OF_DATA.format(steps * epochs), stacklevel=2)
+                warn(_OUT_OF_DATA.format(steps * epochs))
                 break
             if model.stop_training:
                 break

@@ -42,7 +42,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,7 +51,7 @@ from distrib import nest
 from distrib.data import Dataset
 from distrib.distribute import context
 from distrib.distribute.values import unwrap
-from distrib.errors import UsageError, explain
+from distrib.errors import UsageError, explain, warn
 from distrib.input import (
     DistributedDataset,
     as_dataset,
@@ -219,11 +218,11 @@ class DataHandler:
                 if self._rows is not None and step > 0:
                     continue  # array data repeats: start the next pass
                 self.ran_out = True
-                warnings.warn(
+                warn(
                     "Your input ran out of data; interrupting training. Make sure that your "
                     "dataset or generator can generate at least `steps_per_epoch * epochs` "
                     "batches. You may need to use the repeat() function when building your "
-                    "dataset.", stacklevel=3)
+                    "dataset.")
                 return
             if local:
                 batch = unwrap(batch)

@@ -46,14 +46,13 @@ Example::
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from distrib.distribute import context
-from distrib.errors import UsageError, explain
+from distrib.errors import UsageError, explain, warn
 
 __all__ = ["Function", "function", "compile_step"]
 
@@ -109,12 +108,12 @@ class _Compiled:
             self.failures += 1
             if self.failures == 1:
                 reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                warnings.warn(
+                warn(
                     f"jit_compile: torch.compile (backend {self._backend_name!r}) could not "
                     f"compile a graph of {self._name} ({type(e).__name__}: {reason[:300]}); "
                     "that part runs eagerly, with the same results. Fix: check the "
                     "compiler's message above, or pass jit_compile=False to run eagerly "
-                    "without this warning.", RuntimeWarning, stacklevel=2)
+                    "without this warning.", RuntimeWarning)
             return gm.forward
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -36,14 +36,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import warnings
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from distrib.errors import InvalidTypeError, UsageError, explain
+from distrib.errors import InvalidTypeError, UsageError, explain, warn
 from distrib.training import saving
 
 if TYPE_CHECKING:
@@ -363,9 +362,8 @@ def load_model(filepath: str | os.PathLike[str], custom_objects: dict[str, Any] 
         _compile(model, compiled, classes, obj.get("optimizer"), obj.get("optimizer_class"),
                  path)
     elif compile and obj.get("optimizer") is not None:
-        warnings.warn(f"{path}: the compile arguments could not be described when it was "
-                      "saved; the model is returned uncompiled. Call model.compile(...).",
-                      stacklevel=2)
+        warn(f"{path}: the compile arguments could not be described when it was "
+             "saved; the model is returned uncompiled. Call model.compile(...).")
     return model
 
 

@@ -24,14 +24,13 @@ import os
 import re
 import shutil
 import socket
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from distrib.errors import CheckpointError, DistribError, UsageError, explain
+from distrib.errors import CheckpointError, DistribError, UsageError, explain, warn
 from distrib.files import atomic_path
 
 __all__ = ["atomic_save", "check_filepath", "save_on_chief", "load_file", "get_weights", "set_weights",
@@ -279,13 +278,13 @@ def load_optimizer_state(optimizer: Any, state: dict[str, Any], saved_class: str
     else:
         same = _hyper_parameters(saved) == _hyper_parameters(inner.state_dict())
     if not same:
-        warnings.warn(explain(
+        warn(explain(
             f"Model.load({filepath!r})", f"optimizer state of {saved_class or 'another optimizer'}",
             f"the model was compiled with {mine}, so the saved optimizer state is not loaded "
             "(the weights are): the compiled optimizer keeps its hyper-parameters and "
             "starts with fresh state", "compile the model with the optimizer that saved the "
             "file to resume its state, or ignore this warning to train on with the "
-            "compiled one"), UserWarning, stacklevel=3)
+            "compiled one"), UserWarning)
         return
     try:
         if load is None:

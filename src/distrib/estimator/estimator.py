@@ -44,7 +44,7 @@ from distrib.estimator.functions import call_input_fn
 from distrib.estimator.hooks import CheckpointSaverListener, check_hooks
 from distrib.estimator.inputs import distributed_dataset, make_dataset
 from distrib.estimator.mode_keys import ModeKeys
-from distrib.estimator.ps_training import PsTraining, uses_ps
+from distrib.estimator.ps_training import PsTraining, between_graph_strategy, uses_ps
 from distrib.estimator.run_config import RunConfig, TaskType
 from distrib.estimator.runtime import ModelRuntime
 from distrib.estimator.train_loop import run_training
@@ -117,7 +117,11 @@ class Estimator:
                 "with several replicas, every replica process runs the program; without "
                 "train_distribute each would train its own copy of the model",
                 "pass the same strategy as train_distribute too"))
-        strategy = config.train_distribute or evaluation or get_strategy()
+        # On a cluster with ps tasks (TF1's between-graph replication) the strategy keeps
+        # the variables there; it connects when training starts.
+        self._between_graph = between_graph_strategy(config) if uses_ps(config) else None
+        strategy = config.train_distribute or self._between_graph or evaluation or \
+            get_strategy()
         directory = _model_dir(model_dir, config, strategy)
         if config.model_dir != directory:
             config = config.replace(model_dir=directory)
@@ -136,8 +140,8 @@ class Estimator:
     model_fn = property(lambda self: self._model_fn, doc="The ``model_fn``.")
 
     def _strategy(self, mode: str) -> Any:
-        chosen = self._config.train_distribute if mode == ModeKeys.TRAIN else \
-            self._config.eval_distribute
+        chosen = (self._config.train_distribute or self._between_graph) \
+            if mode == ModeKeys.TRAIN else self._config.eval_distribute
         return chosen if chosen is not None else get_strategy()
 
     # ---------------------------------------------------------------- train
@@ -183,10 +187,10 @@ class Estimator:
 
     def _ps_training(self) -> Any:
         """The link to the ``ps`` tasks when the cluster has some (made on first use)."""
-        if not uses_ps(self._config):
+        if self._between_graph is None:
             return None
         if self._ps is None:
-            self._ps = PsTraining(self._config)
+            self._ps = PsTraining(self._between_graph)
         return self._ps
 
     @property

@@ -4,7 +4,8 @@ With a ``ps`` job in TF_CONFIG and ``RunConfig(train_distribute=None)``, Estimat
 train as TensorFlow 1 did with ``replica_device_setter`` (between-graph replication):
 each ``ps`` task holds its share of the variables (round-robin per variable) and the
 optimizer that updates them; the chief and every worker run their own training loop
-against them (see :mod:`distrib.estimator.ps_training`).  A ``ps`` task runs
+against them through :class:`~distrib.strategies.between_graph.BetweenGraphStrategy`
+(see :mod:`distrib.estimator.ps_training`), which calls the methods below.  A ``ps`` task runs
 :func:`serve` (``train_and_evaluate`` calls it) until the chief finishes.
 
 ``ps:0`` also holds the global step and what the tasks agree on, through these calls
@@ -37,7 +38,6 @@ import time
 from functools import partial
 from typing import Any
 
-from distrib.cluster.env import require_cluster_secret
 from distrib.comm import CommunicationOptions
 from distrib.errors import ConfigError, explain
 from distrib.rpc import wire
@@ -45,17 +45,11 @@ from distrib.rpc.auth import Authenticator
 from distrib.rpc.service import TaskService
 from distrib.rpc.transport import Handler
 from distrib.rpc.variables import STORE_CODE_METHODS, STORE_METHODS, VariableStore
+from distrib.strategies.between_graph import CHIEF, secret
 
 __all__ = ["serve", "PsState", "secret", "timeout_of", "CHIEF"]
 
 _log = logging.getLogger("distrib.estimator")
-CHIEF = "chief:0"
-
-
-def secret() -> str:
-    """The cluster's shared secret (every task of a ps cluster must hold it)."""
-    return require_cluster_secret("parameter-server training sends variables, gradients "
-                                  "and the optimizer between the tasks")
 
 
 def timeout_of(config: Any) -> float:

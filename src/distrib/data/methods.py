@@ -247,7 +247,8 @@ class DatasetMethods:
             >>> [b.tolist() for b in ds]
             [[0, 2, 4], [1, 3, 5]]
         """
-        from distrib.data.windows import GroupByWindow, scalar_int
+        from distrib.data.streams import scalar_int
+        from distrib.data.windows import GroupByWindow
         if (window_size is None) == (window_size_func is None):
             raise UsageError(explain("group_by_window", (window_size, window_size_func),
                                      "Either the `window_size` argument or the "
@@ -290,7 +291,7 @@ class DatasetMethods:
             [[[1, 0], [1, 1]], [[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]]]
         """
         from distrib.data import _nest
-        from distrib.data.windows import scalar_int
+        from distrib.data.streams import scalar_int
         bounds = [int(b) for b in bucket_boundaries]
         sizes = [_positive("bucket_batch_sizes entry", s, "pass positive batch sizes")
                  for s in bucket_batch_sizes]

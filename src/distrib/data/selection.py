@@ -24,7 +24,7 @@ from distrib.data import _nest
 from distrib.data._plan import Ctx, generator, mix
 from distrib.data.dataset import Dataset
 from distrib.data.options import INFINITE, UNKNOWN
-from distrib.data.windows import scalar_int
+from distrib.data.streams import scalar_int
 from distrib.errors import DataError, InvalidTypeError, UsageError, explain
 
 __all__ = ["ChooseFromDatasets", "SampleFromDatasets", "Counter", "check_datasets"]

@@ -24,11 +24,12 @@ from distrib.data._nest import call_fn
 from distrib.data._plan import Ctx
 from distrib.data._prefetch import PrefetchIterator
 from distrib.data.dataset import Dataset
+from distrib.data.methods import check_callable
 from distrib.data.options import AUTOTUNE, INFINITE, UNKNOWN, Options, spec_of
 from distrib.data.transforms import _check_int, _Passthrough
 from distrib.errors import DataError, InvalidTypeError, explain
 
-__all__ = ["Map", "Filter", "Enumerate", "Zip", "Unbatch", "Interleave", "Prefetch",
+__all__ = ["Streaming", "scalar_bool", "scalar_int", "Map", "Filter", "Enumerate", "Zip", "Unbatch", "Interleave", "Prefetch",
            "WithOptions", "interleave_iter"]
 
 DEFAULT_CYCLE_LENGTH = 4
@@ -41,6 +42,51 @@ def _threads(num_parallel_calls: int | None) -> int:
         return max(1, os.cpu_count() or 1)
     return _check_int("num_parallel_calls", num_parallel_calls, 1,
                       "must be None, AUTOTUNE or a positive int", "use AUTOTUNE")
+
+
+def scalar_bool(value: Any, what: str) -> bool:
+    """``value`` (a Python bool or a one-element tensor) as a bool."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise DataError(explain(what, list(value.shape), "must be a scalar bool",
+                                    "reduce it, e.g. with .all() or .any()"))
+        return bool(value.item())
+    return bool(value)
+
+
+def scalar_int(value: Any, what: str) -> int:
+    """``value`` (a Python int or a one-element integer tensor) as an int."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise DataError(explain(what, value, "must be a scalar int64",
+                                    "return an int, e.g. tf.cast(x, tf.int64) in TF terms: "
+                                    "x.to(torch.int64)"))
+        return int(value.item())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DataError(explain(what, value, "must be a scalar int64", "return an int"))
+    return value
+
+
+class Streaming(_Passthrough):
+    """A node that runs user code element by element, in order: it streams (no random
+    access), its elements are not a function of their positions alone, and how many
+    there are is unknown until the input ends (an infinite input stays infinite)."""
+
+    def __init__(self, dataset: Dataset, fn: Callable[..., Any] | None = None,
+                 what: str = "", fix: str = "pass a function") -> None:
+        if fn is not None:
+            check_callable(what, fn, fix)
+            self._fn = fn
+        super().__init__(dataset)
+
+    def _compute_kind(self) -> str | None:
+        return None
+
+    def _pure(self) -> bool:
+        return False
+
+    def _card(self) -> int:
+        return INFINITE if self._input._card() == INFINITE else UNKNOWN
 
 
 class Map(_Passthrough):
@@ -112,7 +158,7 @@ class Map(_Passthrough):
         return (batched, size if drop else None, drop)
 
 
-class Filter(_Passthrough):
+class Filter(Streaming):
     """``filter``: keeps elements whose predicate is true (always streams).
 
     Example:
@@ -121,31 +167,11 @@ class Filter(_Passthrough):
     """
 
     def __init__(self, dataset: Dataset, predicate: Callable[..., Any]) -> None:
-        if not callable(predicate):
-            raise InvalidTypeError(explain("predicate", predicate, "must be callable",
-                                           "pass a function returning a bool"))
-        self._fn = predicate
-        super().__init__(dataset)
-
-    def _compute_kind(self) -> str | None:
-        return None
-
-    def _pure(self) -> bool:
-        return False
-
-    def _card(self) -> int:
-        return INFINITE if self._input._card() == INFINITE else UNKNOWN
+        super().__init__(dataset, predicate, "predicate", "pass a function returning a bool")
 
     def _stream(self, ctx: Ctx) -> Iterator[Any]:
         for element in self._input._elements(ctx):
-            keep = call_fn(self._fn, element)
-            if isinstance(keep, torch.Tensor):
-                if keep.numel() != 1:
-                    raise DataError(explain("filter predicate result", list(keep.shape),
-                                            "must be a scalar bool",
-                                            "reduce it, e.g. with .all() or .any()"))
-                keep = bool(keep.item())
-            if keep:
+            if scalar_bool(call_fn(self._fn, element), "filter predicate result"):
                 yield element
 
 
@@ -303,7 +329,7 @@ def _placeholder(spec: Any) -> Any:
     return torch.zeros([0 if d is None else d for d in spec.shape], dtype=spec.dtype)
 
 
-class Interleave(_Passthrough):
+class Interleave(Streaming):
     """``interleave`` / ``flat_map``: elements of the datasets ``map_func`` returns.
 
     Example:
@@ -313,23 +339,16 @@ class Interleave(_Passthrough):
 
     def __init__(self, dataset: Dataset, fn: Callable[..., Dataset], cycle_length: int | None,
                  block_length: int) -> None:
-        if not callable(fn):
-            raise InvalidTypeError(explain("map_func", fn, "must be callable",
-                                           "pass a function returning a Dataset"))
-        self._fn = fn
         self._cycle = DEFAULT_CYCLE_LENGTH if cycle_length in (None, AUTOTUNE) else \
             _check_int("cycle_length", cycle_length, 1, "must be positive", "use 1 to 8")
         self._block = _check_int("block_length", block_length, 1, "must be positive", "use 1")
-        super().__init__(dataset)
+        super().__init__(dataset, fn, "map_func", "pass a function returning a Dataset")
 
     def _uid_parts(self) -> tuple[Any, ...]:
         return (self._cycle, self._block)
 
-    def _compute_kind(self) -> str | None:
-        return None
-
-    def _pure(self) -> bool:
-        return False
+    def _card(self) -> int:
+        return UNKNOWN
 
     def _batch_info(self) -> tuple[bool, int | None, bool]:
         return (False, None, False)

@@ -23,38 +23,15 @@ from distrib.data import _nest
 from distrib.data._nest import call_fn
 from distrib.data._plan import Ctx
 from distrib.data.dataset import Dataset
+from distrib.data.methods import check_callable
 from distrib.data.options import INFINITE, UNKNOWN, spec_of
-from distrib.data.streams import Filter, Map
-from distrib.data.transforms import _Passthrough
+from distrib.data.streams import Filter, Map, Streaming, scalar_bool, scalar_int
 from distrib.errors import DataError, InvalidTypeError, explain
 
 __all__ = ["Elements", "Window", "Scan", "TakeWhile", "GroupByWindow", "Unique",
            "IgnoreErrors", "Rebatch", "RandomInts", "scalar_bool", "scalar_int"]
 
 _log = logging.getLogger("distrib.data")
-
-
-def scalar_bool(value: Any, what: str) -> bool:
-    """``value`` (a Python bool or a one-element tensor) as a bool."""
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1:
-            raise DataError(explain(what, list(value.shape), "must be a scalar bool",
-                                    "reduce it, e.g. with .all() or .any()"))
-        return bool(value.item())
-    return bool(value)
-
-
-def scalar_int(value: Any, what: str) -> int:
-    """``value`` (a Python int or a one-element integer tensor) as an int."""
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.dtype.is_floating_point or value.dtype == torch.bool:
-            raise DataError(explain(what, value, "must be a scalar int64",
-                                    "return an int, e.g. tf.cast(x, tf.int64) in TF terms: "
-                                    "x.to(torch.int64)"))
-        return int(value.item())
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise DataError(explain(what, value, "must be a scalar int64", "return an int"))
-    return value
 
 
 class Elements(Dataset):
@@ -89,7 +66,7 @@ def _split(elements: list[Any], template: Any) -> Any:
     return _nest.map_structure(lambda _: Elements(list(next(it))), template)
 
 
-class Window(_Passthrough):
+class Window(Streaming):
     """``window``: windows of ``size`` elements, ``shift`` apart, every ``stride``-th element.
 
     Example:
@@ -103,14 +80,8 @@ class Window(_Passthrough):
         self._drop = drop_remainder
         super().__init__(dataset)
 
-    def _compute_kind(self) -> str | None:
-        return None
-
     def _uid_parts(self) -> tuple[Any, ...]:
         return (self._size, self._shift, self._stride, self._drop)
-
-    def _pure(self) -> bool:
-        return False
 
     def _card(self) -> int:
         n = self._input._card()
@@ -156,7 +127,7 @@ class Window(_Passthrough):
 _END = object()
 
 
-class Scan(_Passthrough):
+class Scan(Streaming):
     """``scan``: ``scan_func(state, element) -> (new_state, output)`` over the elements.
 
     Example:
@@ -165,19 +136,9 @@ class Scan(_Passthrough):
     """
 
     def __init__(self, dataset: Dataset, initial_state: Any, fn: Callable[..., Any]) -> None:
-        if not callable(fn):
-            raise InvalidTypeError(explain("scan_func", fn, "must be callable",
-                                           "pass a function (state, element) -> "
-                                           "(new_state, output_element)"))
         self._state0 = _nest.to_element(initial_state)
-        self._fn = fn
-        super().__init__(dataset)
-
-    def _compute_kind(self) -> str | None:
-        return None
-
-    def _pure(self) -> bool:
-        return False
+        super().__init__(dataset, fn, "scan_func",
+                         "pass a function (state, element) -> (new_state, output_element)")
 
     def _card(self) -> int:
         return self._input._card()
@@ -202,7 +163,7 @@ class Scan(_Passthrough):
         return Dataset._spec(self)
 
 
-class TakeWhile(_Passthrough):
+class TakeWhile(Streaming):
     """``take_while``: the elements up to the first for which ``predicate`` is false.
 
     Example:
@@ -211,17 +172,8 @@ class TakeWhile(_Passthrough):
     """
 
     def __init__(self, dataset: Dataset, predicate: Callable[..., Any]) -> None:
-        if not callable(predicate):
-            raise InvalidTypeError(explain("predicate", predicate, "must be callable",
-                                           "pass a function returning a scalar bool"))
-        self._fn = predicate
-        super().__init__(dataset)
-
-    def _compute_kind(self) -> str | None:
-        return None
-
-    def _pure(self) -> bool:
-        return False
+        super().__init__(dataset, predicate, "predicate",
+                         "pass a function returning a scalar bool")
 
     def _card(self) -> int:
         return UNKNOWN
@@ -233,7 +185,7 @@ class TakeWhile(_Passthrough):
             yield element
 
 
-class GroupByWindow(_Passthrough):
+class GroupByWindow(Streaming):
     """``group_by_window``: elements grouped by ``key_func``, each full group reduced.
 
     A group is handed to ``reduce_func(key, window_dataset)`` when it holds
@@ -250,21 +202,10 @@ class GroupByWindow(_Passthrough):
 
     def __init__(self, dataset: Dataset, key_func: Callable[..., Any],
                  reduce_func: Callable[..., Any], size_of: Callable[[int], int]) -> None:
-        for name, fn in (("key_func", key_func), ("reduce_func", reduce_func)):
-            if not callable(fn):
-                raise InvalidTypeError(explain(name, fn, "must be callable",
-                                               "pass a function"))
+        check_callable("key_func", key_func, "pass a function")
+        check_callable("reduce_func", reduce_func, "pass a function")
         self._key, self._reduce, self._size_of = key_func, reduce_func, size_of
         super().__init__(dataset)
-
-    def _compute_kind(self) -> str | None:
-        return None
-
-    def _pure(self) -> bool:
-        return False
-
-    def _card(self) -> int:
-        return INFINITE if self._input._card() == INFINITE else UNKNOWN
 
     def _batch_info(self) -> tuple[bool, int | None, bool]:
         return (False, None, False)
@@ -297,22 +238,13 @@ class GroupByWindow(_Passthrough):
         return Dataset._spec(self)
 
 
-class Unique(_Passthrough):
+class Unique(Streaming):
     """``unique``: every element once, in order of first appearance (scalars: ints, strings).
 
     Example:
         >>> [int(x) for x in Unique(Dataset.from_tensor_slices([1, 3, 1, 2, 3]))]
         [1, 3, 2]
     """
-
-    def _compute_kind(self) -> str | None:
-        return None
-
-    def _pure(self) -> bool:
-        return False
-
-    def _card(self) -> int:
-        return INFINITE if self._input._card() == INFINITE else UNKNOWN
 
     def _stream(self, ctx: Ctx) -> Iterator[Any]:
         seen: set[Any] = set()
@@ -339,7 +271,7 @@ def _unique_key(element: Any) -> Any:
         "an id), or deduplicate in the model"))
 
 
-class IgnoreErrors(_Passthrough):
+class IgnoreErrors(Streaming):
     """``ignore_errors``: elements whose production raises are dropped.
 
     An error raised by a ``map`` function or a ``filter`` predicate drops that
@@ -357,15 +289,6 @@ class IgnoreErrors(_Passthrough):
     def __init__(self, dataset: Dataset, log_warning: bool) -> None:
         self._warn = log_warning
         super().__init__(dataset)
-
-    def _compute_kind(self) -> str | None:
-        return None
-
-    def _pure(self) -> bool:
-        return False
-
-    def _card(self) -> int:
-        return INFINITE if self._input._card() == INFINITE else UNKNOWN
 
     def _dropped(self, err: BaseException) -> None:
         if self._warn:
@@ -409,7 +332,7 @@ class IgnoreErrors(_Passthrough):
             self._dropped(err)
 
 
-class Rebatch(_Passthrough):
+class Rebatch(Streaming):
     """``rebatch``: the rows of a batched dataset in batches of ``sizes`` (cycled).
 
     Example:
@@ -421,17 +344,8 @@ class Rebatch(_Passthrough):
         self._sizes, self._drop = sizes, drop_remainder
         super().__init__(dataset)
 
-    def _compute_kind(self) -> str | None:
-        return None
-
     def _uid_parts(self) -> tuple[Any, ...]:
         return (tuple(self._sizes), self._drop)
-
-    def _pure(self) -> bool:
-        return False
-
-    def _card(self) -> int:
-        return INFINITE if self._input._card() == INFINITE else UNKNOWN
 
     def _batch_info(self) -> tuple[bool, int | None, bool]:
         same = len(set(self._sizes)) == 1

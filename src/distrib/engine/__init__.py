@@ -13,6 +13,13 @@ every step passes through:
 * :class:`StepAgreement` agrees on each step's global rows and, on the steps the
   input fingerprints, on the data itself (:mod:`distrib.input.digest`): one small
   all-reduce that the step would have made anyway for its rows;
+* :class:`StepLoop` is THE step loop (:mod:`distrib.engine.loop`): take the next
+  step, agree its rows, run the :class:`StepProgram`, let the :class:`StepObserver`
+  run (callbacks, hooks); ``Model.fit``/``evaluate``/``predict``, the ``*_on_batch``
+  calls and the Estimator's ``train``/``evaluate``/``predict`` run on it;
+* :class:`LogSync` synchronises logs in ONE all-reduce of flat metric states and
+  scalars, with the :class:`BatchLogPlan` of when batch observers read them and the
+  seed drawn on the chief;
 * the collective decisions (``any``, ``count``, ``each``, ``chief_value``,
   ``digest_equal``) are methods of
   :class:`~distrib.distribute.group.ReplicaGroupInfo`.
@@ -21,12 +28,24 @@ Example::
 
     with collective_call("Model.fit"):
         agreement = StepAgreement(strategy.extended.replica_group)
-        for step, batch, rows in handler.epoch():
-            rows = agreement.rows(batch, rows, handler.global_digest())
-            train_step((batch, rows), rows)
+        loop = StepLoop(train_step, callbacks_observer, agreement=agreement,
+                        digest=handler.global_digest)
+        ran = loop.run(handler.epoch())
 """
 
 from distrib.engine.agreement import Agreed, Agreement, StepAgreement
 from distrib.engine.calls import collective_call, collective_iterator
+from distrib.engine.logs import BatchLogPlan, LogSync, is_scalar
+from distrib.engine.loop import (
+    ExchangedSteps,
+    Ran,
+    Step,
+    StepLoop,
+    StepObserver,
+    StepProgram,
+    TakenSteps,
+)
 
-__all__ = ["Agreed", "Agreement", "StepAgreement", "collective_call", "collective_iterator"]
+__all__ = ["Agreed", "Agreement", "StepAgreement", "collective_call", "collective_iterator",
+           "BatchLogPlan", "LogSync", "is_scalar", "ExchangedSteps", "Ran", "Step", "StepLoop",
+           "StepObserver", "StepProgram", "TakenSteps"]

@@ -4,7 +4,9 @@ Evaluation runs ``model_fn`` in EVAL mode on every batch, applies the metric ops
 combines everything with ONE all-reduce at the end: every metric's float64 state,
 and each step's loss weighted by its rows.  The ``loss`` result is TensorFlow's, the
 mean over evaluation batches of each (global) batch's loss; metrics are exact over
-the replicas, uneven last batches included.  A replica whose input has ended while
+the replicas, uneven last batches included.  The steps run on the engine's step loop
+(:class:`~distrib.engine.StepLoop`), the combination is the engine's log
+synchronisation (:class:`~distrib.engine.LogSync`).  A replica whose input has ended while
 others still have data evaluates an empty batch, which counts for nothing.
 
 Prediction is not distributed (as in TensorFlow): each process runs ``model_fn`` in
@@ -25,7 +27,7 @@ from typing import Any
 
 import torch
 
-from distrib.engine import Agreement
+from distrib.engine import Agreement, LogSync, StepLoop, TakenSteps
 from distrib.errors import UsageError, explain
 from distrib.estimator.hooks import SessionRunHook
 from distrib.estimator.metrics import metric_of
@@ -60,12 +62,11 @@ class _Accumulator:
         self.rows.append(float(rows))
         self.weighted.append(loss * rows if rows > 0 else 0.0)
 
-    def results(self, agreement_group: Any) -> dict[str, Any]:
-        metrics = list(self.metrics.values())
-        flat = torch.cat([flat_states(metrics), torch.tensor(self.rows, dtype=torch.float64),
-                          torch.tensor(self.weighted, dtype=torch.float64)])
-        if agreement_group.num_replicas_in_sync > 1:
-            flat = agreement_group.all_reduce_sum(flat)
+    def results(self, sync: LogSync) -> dict[str, Any]:
+        """The metrics and loss over every replica (ONE all-reduce: :class:`LogSync`)."""
+        states, summed = sync.reduce(flat_states(list(self.metrics.values())),
+                                     [*self.rows, *self.weighted])
+        flat = torch.cat([states, torch.tensor(summed, dtype=torch.float64)])
         out: dict[str, Any] = {}
         pos = 0
         for key, metric in self.metrics.items():
@@ -98,24 +99,31 @@ def _write_eval_summaries(eval_dir: str, results: dict[str, Any], path: str | No
     writer.flush()
 
 
-def _eval_steps(runtime: Any, strategy: Any, take: Any, runner: HookRunner,
-                batch: Any, rows: int, steps: int | None) -> _Accumulator:
-    acc = _Accumulator()
-    done = 0
-    while batch is not None and (steps is None or done < steps):
-        runner.before_run(time.time())
-        spec = runtime.call(ModeKeys.EVAL, batch[0], batch[1], strategy)
-        acc.add(spec, rows)
-        done += 1
-        set_named(runner.session, float(spec.loss), runtime.step, spec.predictions)
-        stop = runner.after_run(time.time())
-        if steps is not None and runner.session.is_chief and (
+class _Evaluation:
+    """The Estimator's evaluation step (the engine loop's program: ``model_fn`` in EVAL
+    mode, its metrics and loss accumulated) and its hooks (the observer)."""
+
+    def __init__(self, runtime: Any, strategy: Any, runner: HookRunner,
+                 steps: int | None) -> None:
+        self.runtime, self.strategy, self.runner, self.steps = runtime, strategy, runner, steps
+        self.acc = _Accumulator()
+
+    def step_begin(self, step: int) -> None:
+        self.runner.before_run(time.time())
+
+    def __call__(self, batch: Any, rows: int | None) -> Any:
+        spec = self.runtime.call(ModeKeys.EVAL, batch[0], batch[1], self.strategy)
+        self.acc.add(spec, rows or 0)
+        set_named(self.runner.session, float(spec.loss), self.runtime.step, spec.predictions)
+        return spec
+
+    def step_end(self, step: int, out: Any) -> bool:
+        stop = self.runner.after_run(time.time())
+        done, steps = step + 1, self.steps
+        if steps is not None and self.runner.session.is_chief and (
                 steps < 20 or done % (steps // 10) == 0 or done == steps):
             _log.info("Evaluation [%d/%d]", done, steps)
-        if stop:
-            break
-        batch, rows = take() if steps is None or done < steps else (None, 0)
-    return acc
+        return stop
 
 
 def run_evaluation(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
@@ -148,10 +156,11 @@ def run_evaluation(runtime: Any, strategy: Any, dataset: Any, hooks: list[Sessio
                             Agreement(ext.replica_group))
         runner.begin()
         runner.after_create_session()
+        evaluation = _Evaluation(runtime, strategy, runner, steps)
         with torch.no_grad():
-            acc = _eval_steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,
-                              batch, rows, steps)
-        results = acc.results(ext.replica_group)
+            StepLoop(evaluation, evaluation).run(
+                TakenSteps(lambda: next_batch(iterator, wrapped), (batch, rows), steps))
+        results = evaluation.acc.results(LogSync(ext.replica_group))
         results["global_step"] = int(runtime.step)
         runner.end()
     finally:
@@ -202,6 +211,28 @@ def _examples(values: Any) -> Iterator[Any]:
         yield {key: value[i] for key, value in values.items()}
 
 
+class _Prediction:
+    """The Estimator's prediction step (``model_fn`` in PREDICT mode, the selected
+    predictions as numpy) and its hooks."""
+
+    def __init__(self, runtime: Any, strategy: Any, runner: HookRunner,
+                 predict_keys: Any) -> None:
+        self.runtime, self.strategy, self.runner = runtime, strategy, runner
+        self.predict_keys = predict_keys
+
+    def step_begin(self, step: int) -> None:
+        self.runner.before_run(time.time())
+
+    def __call__(self, batch: Any, rows: int | None) -> Any:
+        with torch.no_grad():
+            spec = self.runtime.call(ModeKeys.PREDICT, batch[0], None, self.strategy)
+        set_named(self.runner.session, None, self.runtime.step, spec.predictions)
+        return to_numpy_nest(_select(spec.predictions, self.predict_keys))
+
+    def step_end(self, step: int, out: Any) -> bool:
+        return self.runner.after_run(time.time())
+
+
 def run_prediction(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
                    predict_keys: Any, checkpoint_path: str | None,
                    yield_single_examples: bool) -> Iterator[Any]:
@@ -224,20 +255,13 @@ def run_prediction(runtime: Any, strategy: Any, dataset: Any, hooks: list[Sessio
                             RunSession(runtime, None, chief), Agreement(ReplicaGroupInfo()))
         runner.begin()
         runner.after_create_session()
-        while batch is not None:
-            runner.before_run(time.time())
-            with torch.no_grad():
-                spec = runtime.call(ModeKeys.PREDICT, batch[0], None, strategy)
-            set_named(runner.session, None, runtime.step, spec.predictions)
-            values = to_numpy_nest(_select(spec.predictions, predict_keys))
-            stop = runner.after_run(time.time())
+        prediction = _Prediction(runtime, strategy, runner, predict_keys)
+        for values in StepLoop(prediction, prediction).stream(
+                TakenSteps(lambda: next_batch(iterator), (batch, 0))):
             if yield_single_examples:
                 yield from _examples(values)
             else:
                 yield values
-            if stop:
-                break
-            batch, _ = next_batch(iterator)
         runner.end()
     finally:
         close_iterator(iterator)

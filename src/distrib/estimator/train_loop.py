@@ -7,7 +7,9 @@ SUM-all-reduced gradient is the gradient of the mean loss over the global batch;
 the global step advanced; the next batch taken; ONE small all-reduce
 (:class:`~distrib.engine.Agreement`) of the next batch sizes, the loss
 and the chief's clock; hooks' ``after_run``.  A step runs only when every replica
-has a batch (TensorFlow ends training when any replica's input ends).
+has a batch (TensorFlow ends training when any replica's input ends).  The steps run
+on the engine's step loop (:class:`~distrib.engine.StepLoop`), the next batch taken
+and agreed by :class:`~distrib.engine.ExchangedSteps`.
 
 The built-in hooks are TensorFlow's: ``StepCounterHook`` (``global_step/sec``),
 ``SummarySaverHook`` (``loss``), ``CheckpointSaverHook``, ``NanTensorHook`` and
@@ -29,7 +31,7 @@ import numpy as np
 import torch
 
 from distrib.distribute.values import unwrap
-from distrib.engine import Agreement
+from distrib.engine import Agreement, ExchangedSteps, StepLoop
 from distrib.estimator.basic_hooks import LoggingTensorHook, NanTensorHook, StepCounterHook
 from distrib.estimator.hooks import CheckpointSaverListener, SessionRunHook
 from distrib.estimator.inputs import rows_of, split_element
@@ -158,9 +160,13 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
         runtime.writers = Writers()
     writers = runtime.writers
     wrapped = ext.replica_group.wrap_per_replica
+    last_step: list[int | None] = [None]  # known once the checkpoint is restored
     try:
-        batch, rows = next_batch(iterator, wrapped)
-        agreed = agreement.exchange(next_rows=rows, digest=_fingerprint(iterator, batch))
+        taken = ExchangedSteps(agreement, lambda: next_batch(iterator, wrapped),
+                               lambda batch: _fingerprint(iterator, batch),
+                               lambda: last_step[0] is None or runtime.step < last_step[0])
+        agreed = taken.start()
+        batch = taken.batch
         if batch is None or not agreed.all_have_data:
             if chief:
                 _log.warning("Training with estimator made no steps. Perhaps input is empty "
@@ -170,9 +176,10 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
         restores = remote is None or remote.is_chief  # a ps worker gets the chief's values
         if restores and runtime.restore(None) is None and init_fn is not None:
             init_fn()
-        finished = remote.start(runtime) if remote is not None else False
+        if remote is not None and remote.start(runtime):
+            taken.end()
         runtime.reset_metrics()
-        last_step = max_steps if max_steps is not None else (
+        last_step[0] = max_steps if max_steps is not None else (
             runtime.step + steps if steps is not None else None)
         spec = runtime.built_spec(ModeKeys.TRAIN)
         session = RunSession(runtime, writers, chief, None if remote is None else
@@ -183,12 +190,15 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
                             session, agreement, spec.training_chief_hooks)
         runner.begin()
         runner.after_create_session()
-        loss = _steps(runtime, strategy, lambda: next_batch(iterator, wrapped), runner,
-                      agreement, batch if not finished else None, rows, agreed, last_step,
-                      remote, lambda batch: _fingerprint(iterator, batch))
+        training = _Training(runtime, strategy, runner, taken, remote)
+        ran = StepLoop(training, training).run(taken)
+        if ran.steps == 0 and chief:
+            _log.warning("Training with estimator made no steps. Perhaps input is empty or "
+                         "misspecified.")
         if remote is not None:
             remote.finish(runtime)
         runner.end()
+        loss = taken.agreed.loss if ran.steps else None
         if loss is not None and chief:
             _log.info("Loss for final step: %s.", session.loss_dtype(loss))
         return loss
@@ -197,41 +207,37 @@ def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[Session
         close_iterator(iterator)
 
 
-def _steps(runtime: Any, strategy: Any, take: Callable[[], tuple[Any, int]],
-           runner: HookRunner, agreement: Agreement, batch: Any, rows: int, agreed: Any,
-           last_step: int | None, remote: Any,
-           fingerprint: Callable[[Any], int | None]) -> float | None:
-    loss: float | None = None
-    made = 0
-    stop = False
-    while (batch is not None and agreed.all_have_data and not stop
-           and (last_step is None or runtime.step < last_step)):
-        runner.before_run(agreed.time)
+class _Training:
+    """The Estimator's training step (the engine loop's program) and its hooks (the
+    observer): ``before_run`` at the chief's clock; ``model_fn``, the train op weighted by
+    this replica's share of the step's rows, the global step advanced (on the ``ps`` tasks
+    for the ps path); the next batch agreed with the step's loss; ``after_run``."""
+
+    def __init__(self, runtime: Any, strategy: Any, runner: HookRunner,
+                 taken: ExchangedSteps, remote: Any) -> None:
+        self.runtime, self.strategy, self.runner = runtime, strategy, runner
+        self.taken, self.remote = taken, remote
+        self.finished = False
+
+    def step_begin(self, step: int) -> None:
+        self.runner.before_run(self.taken.agreed.time)
+
+    def __call__(self, batch: Any, rows: int | None) -> Any:
+        runtime, remote = self.runtime, self.remote
         features, labels = batch
         if remote is not None:
             remote.pull()
-        spec = runtime.call(ModeKeys.TRAIN, features, labels, strategy, agreed.next_rows)
-        runtime.apply_train_op(spec.train_op, spec.loss, rows / agreed.next_rows)
-        finished = False
+        spec = runtime.call(ModeKeys.TRAIN, features, labels, self.strategy, rows)
+        assert rows, "ExchangedSteps gives every step's global rows"
+        runtime.apply_train_op(spec.train_op, spec.loss, self.taken.rows / rows)
         if remote is None:
             runtime.step += 1
         else:
-            runtime.step, finished = remote.advance()
+            runtime.step, self.finished = remote.advance()
         before = runtime.step - 1
-        made += 1
-        local = float(spec.loss.detach())
-        current = rows
-        digest = None
-        if last_step is None or runtime.step < last_step:
-            batch, rows = take()
-            digest = fingerprint(batch)
-        else:
-            batch, rows = None, 0
-        agreed = agreement.exchange(next_rows=rows, loss=local, rows=current, digest=digest)
-        loss = agreed.loss
-        set_named(runner.session, loss, before, spec.predictions)
-        stop = runner.after_run(agreed.time) or finished
-    if made == 0 and runner.session.is_chief:
-        _log.warning("Training with estimator made no steps. Perhaps input is empty or "
-                     "misspecified.")
-    return loss
+        agreed = self.taken.settle(float(spec.loss.detach()))
+        set_named(self.runner.session, agreed.loss, before, spec.predictions)
+        return spec
+
+    def step_end(self, step: int, out: Any) -> bool:
+        return self.runner.after_run(self.taken.agreed.time) or self.finished

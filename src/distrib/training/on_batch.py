@@ -20,6 +20,7 @@ import torch
 from distrib.errors import UsageError, explain
 from distrib.training import fit_loop
 from distrib.training.data_adapter import DataHandler, check_same_arrays, num_examples
+from distrib.training.fit_runner import Runner, check_replicated, mode
 
 if TYPE_CHECKING:
     from distrib.training.model import Model
@@ -49,14 +50,13 @@ def train_on_batch(model: Model, x: Any, y: Any, sample_weight: Any, reset_metri
                    return_dict: bool) -> Any:
     """``Model.train_on_batch`` (see the module docstring)."""
     with model._scope():
-        fit_loop._check_replicated(model)
-        runner = fit_loop._Runner(model)
+        check_replicated(model)
+        runner = Runner(model)
         handler = _handler(runner, x, y, sample_weight)
         if reset_metrics:
             model.reset_metrics()
-        with fit_loop._mode(model, True):
-            for _, batch, rows in handler.epoch():
-                runner.train(batch, rows)
+        with mode(model, True):
+            runner.loop(runner.step).run(handler.epoch())
         return _result(model, runner.sync({}), return_dict)
 
 
@@ -64,14 +64,13 @@ def test_on_batch(model: Model, x: Any, y: Any, sample_weight: Any, reset_metric
                   return_dict: bool) -> Any:
     """``Model.test_on_batch`` (see the module docstring)."""
     with model._scope():
-        fit_loop._check_replicated(model)
-        runner = fit_loop._Runner(model)
+        check_replicated(model)
+        runner = Runner(model)
         handler = _handler(runner, x, y, sample_weight)
         if reset_metrics:
             model.reset_metrics()
-        with fit_loop._mode(model, False), torch.no_grad():
-            for _, batch, _ in handler.epoch():
-                runner.test(batch)
+        with mode(model, False), torch.no_grad():
+            runner.loop(runner.test).run(handler.epoch())
         return _result(model, runner.sync({}), return_dict)
 
 

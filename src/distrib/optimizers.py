@@ -10,22 +10,5 @@ Example::
         model.compile(optimizer=opt, loss="mse")
 """
 
-from distrib.training.optimizers import (
-    SGD,
-    Adadelta,
-    Adagrad,
-    Adam,
-    Adamax,
-    AdamW,
-    Lion,
-    Nadam,
-    Optimizer,
-    RMSprop,
-    get,
-    learning_rate,
-    schedules,
-    set_learning_rate,
-)
-
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
-           "Nadam", "Lion", "schedules", "get", "learning_rate", "set_learning_rate"]
+from distrib.training.optimizers import *  # noqa: F403 - exactly its __all__
+from distrib.training.optimizers import __all__ as __all__

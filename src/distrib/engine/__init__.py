@@ -44,8 +44,9 @@ from distrib.engine.loop import (
     StepObserver,
     StepProgram,
     TakenSteps,
+    numbered,
 )
 
 __all__ = ["Agreed", "Agreement", "StepAgreement", "collective_call", "collective_iterator",
            "BatchLogPlan", "LogSync", "is_scalar", "ExchangedSteps", "Ran", "Step", "StepLoop",
-           "StepObserver", "StepProgram", "TakenSteps"]
+           "StepObserver", "StepProgram", "TakenSteps", "numbered"]

@@ -35,7 +35,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from distrib.engine.agreement import Agreed, Agreement, StepAgreement
 
 __all__ = ["StepProgram", "StepObserver", "StepLoop", "Ran", "ExchangedSteps", "TakenSteps",
-           "Step"]
+           "Step", "numbered"]
 
 Out = TypeVar("Out")
 O_co = TypeVar("O_co", covariant=True)
@@ -180,6 +180,11 @@ class StepLoop(Generic[Out]):
             yield out
             if stop:
                 return
+
+
+def numbered(batches: Iterable[Any]) -> Iterator[Step]:
+    """The steps of ``batches`` (this replica's, rows unknown): ``(index, batch, None)``."""
+    return zip(itertools.count(), batches, itertools.repeat(None))
 
 
 class TakenSteps:

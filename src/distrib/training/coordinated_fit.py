@@ -39,6 +39,7 @@ import torch
 from distrib import nest
 from distrib.coordinator import ClusterCoordinator, RemoteValue
 from distrib.data import Dataset
+from distrib.engine import StepLoop, numbered
 from distrib.errors import UsageError, explain, warn
 from distrib.training.callbacks import CallbackList
 from distrib.training.callbacks.base import callbacks_for_run
@@ -105,11 +106,13 @@ def _train_step(model: Model, iterator: Any) -> tuple[torch.Tensor, dict[str, fl
 def _test_batches(model: Model, batches: Any) -> tuple[torch.Tensor, dict[str, float]]:
     model.reset_metrics()
     model.train(False)
-    out: Any = None
-    with torch.no_grad():
-        for batch in batches:
-            out = model.distribute_strategy.extended.call_for_each_replica(
-                model.test_step, (_cast(batch, model),))
+    extended = model.distribute_strategy.extended
+
+    def test(batch: Any, rows: int | None) -> Any:
+        return extended.call_for_each_replica(model.test_step, (_cast(batch, model),))
+
+    with torch.no_grad():  # the engine's step loop, as evaluate's
+        out = StepLoop(test).run(numbered(batches)).out
     return flat_states(model.metrics), _extras(model, out)
 
 

@@ -45,43 +45,26 @@ Example (``Estimator.train`` does this on a cluster with ``ps`` tasks)::
 
 from __future__ import annotations
 
-import atexit
-import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import nn
 
 from distrib.cluster import ClusterResolver, ClusterSpec
-from distrib.cluster.env import require_cluster_secret
 from distrib.comm.ops import CommunicationOptions
-from distrib.errors import ConfigError, PeerLostError, explain
+from distrib.errors import ConfigError, explain
 from distrib.input import InputContext
 from distrib.mixed_precision import LossScaleOptimizer
-from distrib.rpc import wire
-from distrib.rpc.auth import Authenticator
-from distrib.rpc.coordination import ClusterClient
 from distrib.rpc.placement import Placer
-from distrib.rpc.transport import RpcClient, startup_timeout
+from distrib.rpc.transport import startup_timeout
 from distrib.rpc.variables import VariableClient
 from distrib.strategies._processes import checked_options
+from distrib.strategies._ps_session import CHIEF, PsSession, secret
 from distrib.strategies.base import Strategy, StrategyExtended
 from distrib.strategies.extended import OptimizerT
 
 __all__ = ["BetweenGraphStrategy", "BetweenGraphExtended", "CHIEF", "secret"]
-
-_log = logging.getLogger("distrib.estimator")
-CHIEF = "chief:0"
-_CHIEF_SILENT_SECS = 3.0  # heartbeats missed before a vanished ps is blamed on the chief
-
-
-def secret() -> str:
-    """The cluster's shared secret (every task of a ps cluster must hold it)."""
-    return require_cluster_secret("parameter-server training sends variables, gradients "
-                                  "and the optimizer between the tasks")
 
 
 def _hyper(group: dict[str, Any]) -> dict[str, Any]:
@@ -111,19 +94,18 @@ class BetweenGraphExtended(StrategyExtended):
         self.task = f"{task_type}:{task_id}"
         self.is_chief = task_type == "chief"
         self.timeout = float(options.effective_timeout())
-        self._ps = [(f"ps:{i}", spec.task_address("ps", i)) for i in range(spec.num_tasks("ps"))]
-        self._workers = [f"worker:{i}" for i in range(spec.num_tasks("worker"))] \
-            if "worker" in spec.jobs else []
+        self._session = PsSession(
+            self.task, [(f"ps:{i}", spec.task_address("ps", i))
+                        for i in range(spec.num_tasks("ps"))],
+            [f"worker:{i}" for i in range(spec.num_tasks("worker"))]
+            if "worker" in spec.jobs else [], self.timeout)
         self._modules: list[nn.Module] = []         # set up, in setup order
         self._module_ids: set[int] = set()
         self._set_up_optimizers: list[torch.optim.Optimizer] = []
-        self._cluster: ClusterClient | None = None
-        self._clients: list[RpcClient] = []
         self.variables: VariableClient | None = None
         self._optimizers: dict[int, tuple[int, torch.optim.Optimizer]] = {}  # on the ps
         self._hyper: dict[int, str] = {}
         self._active = False
-        self._chief_silent = 0.0
         self.intercept_optimizer_steps()
 
     # ----------------------------------------------------------------- facts
@@ -137,7 +119,8 @@ class BetweenGraphExtended(StrategyExtended):
 
     @property
     def parameter_devices(self) -> tuple[str, ...]:
-        return tuple(f"/job:ps/replica:0/task:{i}/device:CPU:0" for i in range(len(self._ps)))
+        return tuple(f"/job:ps/replica:0/task:{i}/device:CPU:0"
+                     for i in range(len(self._session.ps)))
 
     @property
     def active(self) -> bool:
@@ -167,7 +150,7 @@ class BetweenGraphExtended(StrategyExtended):
         variables = self.variables
         assert variables is not None
         rid = self._optimizers[id(optimizer)][0]
-        with self._blame():
+        with self._session.blame():
             self._send_hyper(rid, optimizer)
             # The ps applies the gradients and answers with the new values; the local step
             # then finds no gradient left and changes nothing.
@@ -175,7 +158,7 @@ class BetweenGraphExtended(StrategyExtended):
 
     def _module_state_dict(self, module: nn.Module) -> dict[str, Any]:
         if self._active:
-            with self._blame():
+            with self._session.blame():
                 self._pull_module(module)
         return dict(module.state_dict())
 
@@ -185,13 +168,13 @@ class BetweenGraphExtended(StrategyExtended):
         if self._active and variables is not None:
             ids = self._variable_ids(module)
             if ids:
-                with self._blame():
+                with self._session.blame():
                     variables.assign({v: variables.local[v] for v in ids})
 
     def _optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         entry = self._optimizers.get(id(optimizer))
         if self._active and entry is not None:
-            with self._blame():
+            with self._session.blame():
                 self._pull_slots(entry[0], optimizer)
         return dict(optimizer.state_dict())
 
@@ -200,7 +183,7 @@ class BetweenGraphExtended(StrategyExtended):
         optimizer.load_state_dict(state)
         entry = self._optimizers.get(id(optimizer))
         if self._active and entry is not None:
-            with self._blame():
+            with self._session.blame():
                 self._send_hyper(entry[0], optimizer)
                 self._push_slots(entry[0], optimizer)
 
@@ -211,52 +194,6 @@ class BetweenGraphExtended(StrategyExtended):
                                            options: Any) -> Any:
         return dataset_fn(InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                        num_replicas_in_sync=1))
-
-    # ------------------------------------------------------------ connection
-    def _connect(self) -> list[RpcClient]:
-        if self._clients:
-            return self._clients
-        auth = Authenticator(secret())
-        if self.is_chief:
-            self._cluster = ClusterClient(self.task, self._ps, [], auth, self.timeout)
-            self._cluster.connect_ps()  # waits for every ps; heartbeats from now on
-            atexit.register(self.shutdown)
-            self._clients = list(self._cluster.ps)
-            return self._clients
-        clients = [RpcClient(self.task, name, address, auth, self.timeout)
-                   for name, address in self._ps]
-        for client in clients:
-            client.ensure_ready(startup_timeout(self.timeout), "start every task of the "
-                                "cluster, with the addresses TF_CONFIG gives them")
-        self._clients = clients
-        return clients
-
-    def _call(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
-        reply: dict[str, Any] = wire.decode(self._clients[0].call(method, wire.encode(request)))
-        self._chief_silent = float(reply.get("chief_silent", 0.0))
-        if reply.get("failed"):
-            raise PeerLostError(f"Lost task {CHIEF}: it failed ({reply['failed']}), so "
-                                f"{self.task} stops training.", lost=[CHIEF])
-        if not self.is_chief and self._chief_silent > self.timeout:
-            raise self._chief_lost()
-        return reply
-
-    def _chief_lost(self) -> PeerLostError:
-        return PeerLostError(
-            f"Lost task {CHIEF}: ps:0 had no heartbeat from it for {self._chief_silent:.0f} s "
-            f"(communication timeout {self.timeout:.0f} s), so {self.task} stops training. "
-            "Fix: restart the chief and every task; training resumes from the chief's latest "
-            "checkpoint.", lost=[CHIEF])
-
-    @contextmanager
-    def _blame(self) -> Iterator[None]:
-        """A worker names the chief when a ps vanished after the chief went silent."""
-        try:
-            yield
-        except PeerLostError as exc:
-            if self.is_chief or CHIEF in exc.lost or self._chief_silent < _CHIEF_SILENT_SECS:
-                raise
-            raise self._chief_lost() from exc
 
     # ------------------------------------------------------------------ start
     def _named_variables(self, names: Sequence[tuple[str, nn.Module]]
@@ -292,7 +229,7 @@ class BetweenGraphExtended(StrategyExtended):
             ConfigError: (a worker) its model differs from the chief's.
             PeerLostError: a ``ps`` task, or (a worker) the chief, did not answer in time.
         """
-        clients = self._connect()
+        clients = self._session.connect()
         variables = self.variables = VariableClient(clients, track_changes=True)
         placer = Placer(len(clients))
         placer.place("global_step", (), torch.int64)  # TF creates it first: on ps:0
@@ -306,15 +243,15 @@ class BetweenGraphExtended(StrategyExtended):
         optimizers = self._set_up_optimizers
         manifest.append(["optimizers", [type(o).__name__ for o in optimizers]])
         self._optimizers = {id(o): (i + 1, o) for i, o in enumerate(optimizers)}
-        with self._blame():
+        with self._session.blame():
             if self.is_chief:
                 for placement, tensor in placements:
                     variables.create(placement, tensor)
                 for rid, opt in self._optimizers.values():
                     self._register(rid, opt)
-                reply = self._call("EstReady", {"manifest": manifest, "step": step})
+                reply = self._session.call("EstReady", {"manifest": manifest, "step": step})
             else:
-                reply = self._await_chief(manifest)
+                reply = self._session.await_chief(manifest)
                 variables.pull()
         self._active = True
         return int(reply["step"]), bool(reply["finished"])
@@ -331,34 +268,6 @@ class BetweenGraphExtended(StrategyExtended):
                             timeout=startup_timeout(self.timeout))
         self._hyper[rid] = repr([_hyper(g) for g in opt.param_groups])
         self._push_slots(rid, opt)  # restored from the checkpoint
-
-    def _await_chief(self, manifest: list[Any]) -> dict[str, Any]:
-        allowance = startup_timeout(self.timeout)  # the chief may start late: start-up
-        deadline = time.monotonic() + allowance
-        waited = False
-        while True:
-            reply = self._call("EstReady", {})
-            if reply["ready"]:
-                break
-            if time.monotonic() > deadline:
-                raise PeerLostError(
-                    f"Lost task {CHIEF}: it did not create the variables on the ps tasks "
-                    f"within {allowance:.0f} s, so {self.task} cannot train. Fix: start the "
-                    "chief (the same program with its TF_CONFIG).", lost=[CHIEF])
-            if not waited:
-                _log.info("Waiting for model to be ready: the chief creates the variables.")
-                waited = True
-            time.sleep(0.05)
-        if reply["manifest"] != manifest:
-            theirs = {m[0]: m[1:] for m in reply["manifest"]}
-            ours = {m[0]: m[1:] for m in manifest}
-            differ = sorted(k for k in {*theirs, *ours} if theirs.get(k) != ours.get(k))
-            raise ConfigError(explain(
-                f"the model of {self.task}", differ[:8], "every task must build the same "
-                "variables (names, shapes, dtypes) and optimizers in model_fn as the chief, "
-                "whose values they share on the ps tasks", "run the same program and "
-                "model_fn on every task"))
-        return reply
 
     # ------------------------------------------------------- values and slots
     def _variable_ids(self, module: nn.Module) -> list[int]:
@@ -409,9 +318,8 @@ class BetweenGraphExtended(StrategyExtended):
     def pull(self) -> None:
         """Bring the variables that other tasks changed up to date (before a step)."""
         assert self.variables is not None
-        if self._cluster is not None:
-            self._cluster.check()
-        with self._blame():
+        self._session.check()
+        with self._session.blame():
             self.variables.pull()
 
     def advance(self) -> tuple[int, bool]:
@@ -420,24 +328,24 @@ class BetweenGraphExtended(StrategyExtended):
         Returns the global step and whether the chief finished training.
         """
         assert self.variables is not None
-        with self._blame():
+        with self._session.blame():
             changes = self.variables.local_changes()
             if changes:
                 self.variables.add(changes)
-            reply = self._call("EstStep", {"add": 1})
+            reply = self._session.call("EstStep", {"add": 1})
         return int(reply["step"]), bool(reply["finished"])
 
     def global_step(self) -> int:
         """The global step on ``ps:0``."""
-        with self._blame():
-            return int(self._call("EstStep", {})["step"])
+        with self._session.blame():
+            return int(self._session.call("EstStep", {})["step"])
 
     def sync_local(self) -> None:
         """Copy the variables and the optimizer slots from the ``ps`` tasks into the objects."""
         variables = self.variables
         if variables is None or not self._active:
             return
-        with self._blame():
+        with self._session.blame():
             variables.pull()
             for rid, opt in self._optimizers.values():
                 self._pull_slots(rid, opt)
@@ -448,48 +356,24 @@ class BetweenGraphExtended(StrategyExtended):
         values and slots (returns the global step); a worker reports (returns None)."""
         step = None
         if self.is_chief:
-            self._call("EstReady", {"finish": True})
-            self._wait_for_workers()
+            self._session.call("EstReady", {"finish": True})
+            self._session.wait_for_workers()
             self.sync_local()
             step = self.global_step()
         else:
-            self._call("EstDone", {})
+            self._session.call("EstDone", {})
         self._active = False
         return step
 
-    def _wait_for_workers(self) -> None:
-        start = time.monotonic()
-        while True:
-            status = self._call("EstStatus", {})
-            pending = [w for w in self._workers if w not in status["done"]]
-            silent = {w: status["silent"].get(w, time.monotonic() - start) for w in pending}
-            lost = [w for w in pending if silent[w] > self.timeout]
-            if len(lost) == len(pending):
-                break
-            time.sleep(0.05)
-        if lost:
-            _log.warning("Lost task(s) %s: silent for more than %.0f s at the end of training; "
-                         "their unfinished steps are not in the final checkpoint.",
-                         ", ".join(lost), self.timeout)
-
     def abort(self, error: BaseException) -> None:
         """The loop failed on this task: tell the workers (chief) or the chief (worker)."""
-        if not self._active or not self._clients:
-            return
-        self._active = False
-        method, request = (("EstReady", {"fail": f"{type(error).__name__}: {error}"[:500]})
-                           if self.is_chief else ("EstDone", {}))
-        try:
-            self._clients[0].call(method, wire.encode(request), timeout=5.0)
-        except Exception:  # noqa: BLE001 - ps:0 is gone: nothing to tell
-            pass
+        if self._active:
+            self._active = False
+            self._session.report_failure(error)
 
     def shutdown(self) -> None:
         """(Chief) tell the ``ps`` tasks that training finished: they stop serving."""
-        if self._cluster is not None:
-            cluster, self._cluster = self._cluster, None
-            self._clients = []
-            cluster.shutdown()
+        self._session.shutdown()
 
 
 class BetweenGraphStrategy(Strategy):

@@ -30,7 +30,7 @@ from distrib.estimator import (
 )
 from distrib.strategies.between_graph import BetweenGraphExtended, BetweenGraphStrategy
 from tests import forked
-from tests.support import REPO, clean_env, localhost_cluster, tf_config
+from tests.support import REPO, clean_env, localhost_cluster, tf_config, wait_all
 
 PROGRAM = str(REPO / "tests" / "estimator" / "programs" / "ps_program.py")
 SECRET = {"DISTRIB_CLUSTER_SECRET": "test-secret-of-32-bytes-0123456"}
@@ -133,8 +133,8 @@ def test_the_ps_path_trains_through_the_strategy_seams(
         train_and_evaluate(chief, TrainSpec(_input_fn, max_steps=10),
                            EvalSpec(_input_fn, steps=1, start_delay_secs=0, throttle_secs=0))
     finally:
-        _, stderr = ps.communicate(timeout=120)
-    assert ps.returncode == 0, stderr[-3000:]
+        code, _, stderr = wait_all([("ps:0", ps)], timeout=120)["ps:0"]
+    assert code == 0, stderr[-3000:]
 
     optimizer = made[0][0]
     assert all(o is optimizer for o, _ in made)

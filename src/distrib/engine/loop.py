@@ -119,8 +119,7 @@ class StepLoop(Generic[Out]):
     def _single(self, steps: Iterator[Step]) -> Ran[Out]:
         program, observer, stop = self.program, self.observer, self.stop
         agree = self._rows if self._agreement is not None else None
-        ran: Ran[Out] = Ran()
-        count = 0
+        count, last, out = 0, -1, None
         for step, batch, rows in steps:
             if rows is None and agree is not None:
                 rows = agree(batch)
@@ -128,14 +127,13 @@ class StepLoop(Generic[Out]):
                 observer.step_begin(step)
             out = program(batch, rows)
             count += 1
-            ran.last, ran.out = step, out
+            last = step
             if observer is not None:
                 if observer.step_end(step, out):
                     break
             elif stop is not None and stop():
                 break
-        ran.steps = count
-        return ran
+        return Ran(count, last, out)
 
     def _grouped(self, steps: Iterator[Step]) -> Ran[Out]:
         program, observer, stop = self.program, self.observer, self.stop

@@ -37,46 +37,18 @@ import time
 from typing import Any
 
 import torch
+from bench_common import WARMUP, build, mirrored_replica, pin
 from torch import nn
 
 from distrib.cluster.ports import free_ports
 
-WARMUP = 10
 STEPS = {"mlp": 400, "cnn": 100}  # default timed steps: about half a second or more
-
-
-def mlp() -> nn.Module:
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                         nn.ReLU(), nn.Linear(128, 10))
-
-
-def cnn() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(64 * 5 * 5, 64), nn.ReLU(), nn.Linear(64, 10))
-
-
-MODELS = {"mlp": mlp, "cnn": cnn}
 
 
 def _data(steps: int, batch: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(rank)
     return (torch.randn(steps, batch, 1, 28, 28, generator=g),
             torch.randint(0, 10, (steps, batch), generator=g))
-
-
-def _pin(rank: int) -> None:
-    """Pin every thread of this process (the engine's included) to one CPU.
-
-    Called once the contender's process group exists, on both sides: gloo's worker
-    threads then share their replica's CPU in either contender (threads started later
-    inherit the CPU from the thread that starts them).
-    """
-    if os.environ.get("BENCH_PIN") == "1" and hasattr(os, "sched_setaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        cpu = {cpus[rank % len(cpus)]}
-        for task in os.listdir("/proc/self/task"):
-            os.sched_setaffinity(int(task), cpu)
 
 
 def _timed(step: Any, xs: torch.Tensor, ys: torch.Tensor) -> dict[str, float]:
@@ -96,13 +68,9 @@ def _timed(step: Any, xs: torch.Tensor, ys: torch.Tensor) -> dict[str, float]:
 def run_distrib(model: str, replicas: int, steps: int, batch: int) -> dict[str, float]:
     import distrib
 
-    strategy = (distrib.MirroredStrategy(devices=[f"cpu:{i}" for i in range(replicas)])
-                if replicas > 1 else distrib.MirroredStrategy())
-    rank = strategy.extended.replica_group.replica_id
-    _pin(rank)
-    torch.manual_seed(0)
+    strategy, rank = mirrored_replica(replicas)
     with strategy.scope():
-        net = MODELS[model]()
+        net = build(model)
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     xs, ys = _data(steps + WARMUP, batch, rank)
     global_batch = batch * strategy.num_replicas_in_sync
@@ -127,9 +95,9 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> dict[str, floa
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if replicas > 1:
         dist.init_process_group("gloo", rank=rank, world_size=replicas)
-    _pin(rank)
+    pin(rank)
     torch.manual_seed(0)
-    net = DDP(MODELS[model]()) if replicas > 1 else MODELS[model]()
+    net = DDP(build(model)) if replicas > 1 else build(model)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     xs, ys = _data(steps + WARMUP, batch, rank)
 

@@ -57,49 +57,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from bench_common import WARMUP, build, images, mirrored_replica, pin, raw_steps
 
-WARMUP = 10
 STEPS = {"mlp": 400, "cnn": 100}  # default timed steps: about half a second or more
 ROOT = Path(__file__).resolve().parents[1]
 TF_VENV = ROOT / ".tfvenv"
 TF_PACKAGES = ["tensorflow-cpu==2.21.0", "tf-keras==2.21.0"]
 
 
-def _data(steps: int, batch: int, channels_last: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.RandomState(0)
-    n = (steps + WARMUP) * batch
-    x = rng.rand(n, 28, 28, 1) if channels_last else rng.rand(n, 1, 28, 28)
-    return x.astype("float32"), rng.randint(0, 10, n).astype("int64")
-
-
-def _build(model: str) -> Any:
-    from torch import nn
-
-    if model == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                             nn.ReLU(), nn.Linear(128, 10))
-    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(64 * 5 * 5, 64), nn.ReLU(), nn.Linear(64, 10))
-
-
 # ----------------------------------------------------------------- contenders
-def _pin(rank: int) -> None:
-    """Pin every thread of this process (the engine's included) to one CPU.
-
-    Called once the contender's process group exists, on both sides: gloo's worker
-    threads then share their replica's CPU in either contender (threads started later
-    inherit the CPU from the thread that starts them).
-    """
-    if os.environ.get("BENCH_PIN") == "1" and hasattr(os, "sched_setaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        offset = int(os.environ.get("BENCH_CPU", "0"))  # side by side: the other CPU
-        cpu = {cpus[(rank + offset) % len(cpus)]}
-        for task in os.listdir("/proc/self/task"):
-            os.sched_setaffinity(int(task), cpu)
-
-
 def _start_together() -> None:
     """Side by side (``BENCH_SYNC``): say this contender is warm, wait for the other one."""
     folder = os.environ.get("BENCH_SYNC")
@@ -119,20 +85,15 @@ Timing = tuple[int, float, float]  # rank, wall seconds, process CPU seconds
 def run_distrib(model: str, replicas: int, steps: int, batch: int) -> Timing:
     import torch
 
-    import distrib
     from distrib.training import Model, losses
 
-    strategy = (distrib.MirroredStrategy(devices=[f"cpu:{i}" for i in range(replicas)])
-                if replicas > 1 else distrib.MirroredStrategy())
-    rank = strategy.extended.replica_group.replica_id
-    _pin(rank)
-    torch.manual_seed(0)
+    strategy, rank = mirrored_replica(replicas)
     with strategy.scope():
-        net = _build(model)
+        net = build(model)
         fit_model = Model(net)
         fit_model.compile(optimizer=torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9),
                           loss=losses.SparseCategoricalCrossentropy(from_logits=True))
-    x, y = _data(steps, batch)
+    x, y = images(steps, batch)
     warm = WARMUP * batch
     fit_model.fit(x[:warm], y[:warm], batch_size=batch, epochs=1, shuffle=False, verbose=0)
     _start_together()
@@ -144,31 +105,23 @@ def run_distrib(model: str, replicas: int, steps: int, batch: int) -> Timing:
 def run_ddp(model: str, replicas: int, steps: int, batch: int) -> Timing:
     import torch
     import torch.distributed as dist
-    from torch import nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank = int(os.environ.get("RANK", "0"))
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if replicas > 1:
         dist.init_process_group("gloo", rank=rank, world_size=replicas)
-    _pin(rank)
+    pin(rank)
     torch.manual_seed(0)
-    net: Any = _build(model)
+    net: Any = build(model)
     if replicas > 1:
         net = DDP(net)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    xa, ya = _data(steps, batch)
+    xa, ya = images(steps, batch)
     x, y = torch.from_numpy(xa), torch.from_numpy(ya)
     per = batch // replicas
-    lo, hi = rank * per, (rank + 1) * per if rank < replicas - 1 else batch
-
-    def loop(first: int, count: int) -> None:
-        for i in range(first, first + count):
-            rows = slice(i * batch + lo, i * batch + hi)
-            loss = nn.functional.cross_entropy(net(x[rows]), y[rows])
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
+    loop = raw_steps(net, opt, x, y, batch,
+                     (rank * per, (rank + 1) * per if rank < replicas - 1 else batch))
 
     loop(0, WARMUP)
     if replicas > 1:
@@ -189,7 +142,7 @@ def run_tensorflow(model: str, replicas: int, steps: int, batch: int) -> Timing:
     import tensorflow as tf  # only inside .tfvenv
 
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
-    _pin(int(task.get("index", 0)))
+    pin(int(task.get("index", 0)))
     threads = int(os.environ["OMP_NUM_THREADS"])
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -208,7 +161,7 @@ def run_tensorflow(model: str, replicas: int, steps: int, batch: int) -> Timing:
                 layers.Dense(10)])
         net.compile(optimizer=tf.keras.optimizers.SGD(0.01, momentum=0.9),
                     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    x, y = _data(steps, batch, channels_last=True)
+    x, y = images(steps, batch, channels_last=True)
     warm = WARMUP * batch
     net.fit(x[:warm], y[:warm], batch_size=batch, epochs=1, shuffle=False, verbose=0)
     c0, t0 = time.process_time(), time.perf_counter()

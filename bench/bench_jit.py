@@ -27,15 +27,9 @@ import sys
 import time
 from typing import Any
 
+from bench_common import build, train_step
+
 WARMUP = 8
-
-
-def _cnn() -> Any:
-    from torch import nn
-
-    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(64 * 5 * 5, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
 def _data(n: int, device: str) -> tuple[Any, Any]:
@@ -75,14 +69,13 @@ def loop(device: str, batch: int, steps: int, jit: bool, model: str = "cnn"
          ) -> dict[str, float]:
     """A custom-loop step under distrib.function on OneDeviceStrategy(device)."""
     import torch
-    from torch import nn
 
     import distrib
 
     strategy = distrib.OneDeviceStrategy(device)
     torch.manual_seed(0)
     with strategy.scope():
-        net = _cnn() if model == "cnn" else _transformer()
+        net = build("cnn") if model == "cnn" else _transformer()
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     if model == "cnn":
         x, y = _data(batch, strategy.extended.replica_group.device.type)
@@ -91,14 +84,7 @@ def loop(device: str, batch: int, steps: int, jit: bool, model: str = "cnn"
         x = torch.randn(batch, 256, 512, generator=g).to(device)
         y = torch.randint(0, 10, (batch,), generator=g).to(device)
 
-    @distrib.function(jit_compile=jit)
-    def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        loss = distrib.compute_average_loss(
-            nn.functional.cross_entropy(net(xb), yb, reduction="none"), global_batch_size=batch)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
+    step = distrib.function(jit_compile=jit)(train_step(net, opt, batch))
 
     start = time.perf_counter()
     for _ in range(WARMUP):
@@ -125,7 +111,7 @@ def fit(device: str, batch: int, steps: int, jit: bool, policy: str = "float32"
     strategy = distrib.OneDeviceStrategy(device)
     torch.manual_seed(0)
     with strategy.scope():
-        model = distrib.Model(_cnn())
+        model = distrib.Model(build("cnn"))
         model.compile(optimizer=torch.optim.SGD(model.module.parameters(), lr=0.01,
                                                 momentum=0.9),
                       loss=distrib.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -149,7 +135,7 @@ def raw(device: str, batch: int, steps: int, dtype: str = "bfloat16") -> dict[st
     from torch import nn
 
     torch.manual_seed(0)
-    net = _cnn().to(device)
+    net = build("cnn").to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     x, y = _data(batch * steps, "cpu")
     kind = device.split(":")[0]

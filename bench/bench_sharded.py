@@ -42,37 +42,10 @@ import sys
 import time
 from typing import Any
 
-import numpy as np
+from bench_common import WARMUP, build, images, pin, raw_steps
 
-WARMUP = 10
 STEPS = {"mlp": 300, "cnn": 80}
 MIN_UNIT = 10_000
-
-
-def _data(steps: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.RandomState(0)
-    n = (steps + WARMUP) * batch
-    return rng.rand(n, 1, 28, 28).astype("float32"), rng.randint(0, 10, n).astype("int64")
-
-
-def _build(model: str) -> Any:
-    from torch import nn
-
-    if model == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                             nn.ReLU(), nn.Linear(128, 10))
-    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(64 * 5 * 5, 64), nn.ReLU(), nn.Linear(64, 10))
-
-
-def _pin(rank: int) -> None:
-    """Pin every thread of this process (the engine's included) to CPU ``rank``."""
-    if os.environ.get("BENCH_PIN") == "1" and hasattr(os, "sched_setaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        cpu = {cpus[rank % len(cpus)]}
-        for task in os.listdir("/proc/self/task"):
-            os.sched_setaffinity(int(task), cpu)
 
 
 # ------------------------------------------------------------------ contenders
@@ -83,13 +56,13 @@ def run_distrib(model: str, steps: int, batch: int) -> tuple[int, float, float]:
 
     strategy = distrib.ShardedStrategy(devices=["cpu:0", "cpu:1"], min_unit_params=MIN_UNIT)
     rank = strategy.extended.replica_group.replica_id
-    _pin(rank)
+    pin(rank)
     torch.manual_seed(0)
     with strategy.scope():
-        fit_model = distrib.Model(_build(model))
+        fit_model = distrib.Model(build(model))
     fit_model.compile(optimizer=torch.optim.SGD(fit_model.parameters(), lr=0.01, momentum=0.9),
                       loss=distrib.losses.SparseCategoricalCrossentropy(from_logits=True))
-    x, y = _data(steps, batch)
+    x, y = images(steps, batch)
     warm = WARMUP * batch
     fit_model.fit(x[:warm], y[:warm], batch_size=batch, epochs=1, shuffle=False, verbose=0)
     c0, t0 = time.process_time(), time.perf_counter()
@@ -100,34 +73,25 @@ def run_distrib(model: str, steps: int, batch: int) -> tuple[int, float, float]:
 def run_fsdp(model: str, steps: int, batch: int) -> tuple[int, float, float]:
     import torch
     import torch.distributed as dist
-    from torch import nn
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    _pin(rank)
+    pin(rank)
     mesh = init_device_mesh("cpu", (world,))
     torch.manual_seed(0)
-    net = _build(model)
+    net = build(model)
     units = [m for m in net.children() if sum(p.numel() for p in m.parameters()) >= MIN_UNIT]
     for m in [*units, net]:
         fully_shard(m, mesh=mesh)
         m.set_force_sum_reduction_for_comms(True)  # gloo has no AVG / PREMUL_SUM
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    xa, ya = _data(steps, batch)
+    xa, ya = images(steps, batch)
     x, y = torch.from_numpy(xa), torch.from_numpy(ya)
     per = batch // world
-    lo, hi = rank * per, (rank + 1) * per
-
-    def loop(first: int, count: int) -> None:
-        for i in range(first, first + count):
-            rows = slice(i * batch + lo, i * batch + hi)
-            loss = nn.functional.cross_entropy(net(x[rows]), y[rows])
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
+    loop = raw_steps(net, opt, x, y, batch, (rank * per, (rank + 1) * per))
 
     loop(0, WARMUP)
     dist.barrier()
@@ -152,9 +116,9 @@ def run_memory(model: str, kind: str) -> dict[str, Any]:
         if kind == "sharded" else distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"]))
     torch.manual_seed(0)
     with strategy.scope():
-        net = _build(model)
+        net = build(model)
         opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    x, y = _data(1, 64)
+    x, y = images(1, 64)
     xb, yb = torch.from_numpy(x[:32]), torch.from_numpy(y[:32])
 
     def step() -> None:

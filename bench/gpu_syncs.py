@@ -28,15 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
+from bench_common import build, train_step
 
 import distrib
-
-
-def _cnn() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(64 * 5 * 5, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
 def _place(stack: list[traceback.FrameSummary]) -> str:
@@ -83,7 +77,7 @@ def _model(policy: str, jit: bool) -> distrib.Model:
     distrib.mixed_precision.set_global_policy(policy)
     torch.manual_seed(0)
     with STRATEGY.scope():
-        model = distrib.Model(_cnn())
+        model = distrib.Model(build("cnn"))
         model.compile(optimizer=torch.optim.SGD(model.module.parameters(), lr=0.01,
                                                 momentum=0.9),
                       loss=distrib.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -122,16 +116,10 @@ def evaluate(batch: int) -> Callable[[int], None]:
 def custom_loop(batch: int) -> Callable[[int], None]:
     torch.manual_seed(0)
     with STRATEGY.scope():
-        net = _cnn()
+        net = build("cnn")
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 
-    def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        loss = distrib.compute_average_loss(
-            nn.functional.cross_entropy(net(xb), yb, reduction="none"), global_batch_size=batch)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
+    step = train_step(net, opt, batch)
 
     def run(steps: int) -> None:
         xs, ys = _data(batch * steps)

@@ -71,7 +71,7 @@ class Leaf:
             return self.obj.local_state_dict()
         if self.kind == TENSOR:
             return self.obj
-        if isinstance(self.obj, torch.optim.Optimizer):
+        if _optimizer_of(self.obj) is not None:  # an optimizer or a wrapper of one
             return ext.optimizer_state_dict(self.obj)
         return self.obj.state_dict()
 
@@ -100,7 +100,7 @@ class Leaf:
         elif self.kind == TENSOR:
             with torch.no_grad():
                 self.obj.copy_(saved)
-        elif isinstance(self.obj, torch.optim.Optimizer):
+        elif _optimizer_of(self.obj) is not None:
             ext.load_optimizer_state_dict(self.obj, saved)
         else:
             self.obj.load_state_dict(saved)

@@ -25,7 +25,7 @@ from distrib.comm.collectives import check_same_signature
 from distrib.comm.ops import ReduceOp
 from distrib.nest import map_structure
 
-__all__ = ["ReplicaGroupInfo", "StrategyLike", "ExtendedLike"]
+__all__ = ["ReplicaGroupInfo", "StrategyLike", "ExtendedLike", "WrappedOptimizer", "AnyOptimizer"]
 
 
 def _identity(t: torch.Tensor) -> torch.Tensor:
@@ -184,6 +184,23 @@ class ReplicaGroupInfo:
         return [r for r, (d,) in enumerate(every) if d != every[0][0]]
 
 
+class WrappedOptimizer(Protocol):
+    """An optimizer wrapper whose ``inner_optimizer`` applies the updates (loss scaling's
+    ``LossScaleOptimizer``): its ``state_dict()`` holds the inner optimizer's state under
+    ``"inner"`` beside its own entries."""
+
+    @property
+    def inner_optimizer(self) -> torch.optim.Optimizer: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+#: What the optimizer state-dict seams take: an optimizer or a wrapper of one.
+AnyOptimizer = torch.optim.Optimizer | WrappedOptimizer
+
+
 class ExtendedLike(Protocol):
     """What layers below the strategies use of ``strategy.extended``.
 
@@ -191,7 +208,8 @@ class ExtendedLike(Protocol):
     under the strategy and ``load_module_state_dict(module, state)`` loads it back;
     every replica calls both (a strategy that keeps variables elsewhere — parameter
     servers, shards — answers with what it holds).  ``optimizer_state_dict`` and
-    ``load_optimizer_state_dict`` do the same for an optimizer.
+    ``load_optimizer_state_dict`` do the same for an optimizer, or a wrapper of one (the
+    inner optimizer's state through the strategy, the wrapper's own entries beside it).
     """
 
     @property
@@ -208,9 +226,9 @@ class ExtendedLike(Protocol):
     def load_module_state_dict(self, module: torch.nn.Module, state: dict[str, Any]
                                ) -> None: ...
 
-    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]: ...
+    def optimizer_state_dict(self, optimizer: AnyOptimizer) -> dict[str, Any]: ...
 
-    def load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+    def load_optimizer_state_dict(self, optimizer: AnyOptimizer,
                                   state: dict[str, Any]) -> None: ...
 
 

@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from distrib.cluster import SimpleClusterResolver
-from distrib.mixed_precision import LossScaleOptimizer
 
 if TYPE_CHECKING:  # gRPC is imported only where a cluster has ps tasks
     from distrib.strategies.between_graph import BetweenGraphStrategy
@@ -102,17 +101,12 @@ class PsTraining:
         return self._ext.advance()
 
     def sync_local(self, runtime: Any) -> None:
-        """Before a checkpoint: take the global step from ``ps:0``.
-
-        The checkpoint reads the values and the optimizer slots from the ``ps`` tasks
-        through the strategy's state-dict seams; a ``LossScaleOptimizer`` is saved by its
-        own ``state_dict()``, so its inner optimizer's slots are read here first.
-        """
+        """Before a checkpoint: take the global step from ``ps:0`` (the checkpoint reads
+        the values and the optimizer slots from the ``ps`` tasks through the strategy's
+        state-dict seams)."""
         if not self._ext.active:
             return
         runtime.step = self._ext.global_step()
-        for wrapper in runtime.store.of_type(LossScaleOptimizer):
-            self._ext.optimizer_state_dict(wrapper.inner_optimizer)
 
     def finish(self, runtime: Any) -> None:
         """The loop ended: the chief stops the workers and waits for them; a worker reports."""

@@ -183,15 +183,8 @@ def optimizer_state(model: Model) -> dict[str, Any] | None:
     opt = model.optimizer
     if opt is None:
         return None
-    ext = model.distribute_strategy.extended
-    inner = getattr(opt, "inner_optimizer", None)
-    if isinstance(inner, torch.optim.Optimizer):  # loss scaling: the inner one's slots
-        state: dict[str, Any] = dict(opt.state_dict())
-        state["inner"] = ext.optimizer_state_dict(inner)
-        return state
-    full: dict[str, Any] = ext.optimizer_state_dict(opt) \
-        if isinstance(opt, torch.optim.Optimizer) else opt.state_dict()
-    return full
+    state: dict[str, Any] = model.distribute_strategy.extended.optimizer_state_dict(opt)
+    return state
 
 
 def load_optimizer_state(model: Model, state: dict[str, Any], saved_class: str | None,
@@ -200,19 +193,8 @@ def load_optimizer_state(model: Model, state: dict[str, Any], saved_class: str |
     seam (full slots in, shards kept); every replica calls it."""
     ext = model.distribute_strategy.extended
 
-    def load(opt: Any, saved: dict[str, Any]) -> None:
-        inner = getattr(opt, "inner_optimizer", None)
-        if isinstance(inner, torch.optim.Optimizer):
-            scaled = "inner" in saved and "loss_scale" in saved
-            ext.load_optimizer_state_dict(inner, saved["inner"] if scaled else saved)
-            if scaled:  # the loss-scale part; the inner state is already in place
-                opt.load_state_dict({**saved, "inner": inner.state_dict()})
-        elif isinstance(opt, torch.optim.Optimizer):
-            ext.load_optimizer_state_dict(opt, saved)
-        else:
-            opt.load_state_dict(saved)
-
-    saving.load_optimizer_state(model.optimizer, state, saved_class, path, load)
+    saving.load_optimizer_state(model.optimizer, state, saved_class, path,
+                                ext.load_optimizer_state_dict)
 
 
 def saved_model(model: Model, module_state: dict[str, torch.Tensor],

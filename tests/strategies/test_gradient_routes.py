@@ -6,7 +6,10 @@ to ``.grad`` (TensorFlow's ``tape.gradient`` + ``apply_gradients``), gradients c
 hand, accumulation over two micro-batches, a micro-batch added by ``autograd.grad`` after
 one by ``backward()``, ``torch.func.grad``, two optimizers after one ``backward()``, and a
 model whose first layer is an ``nn.LazyLinear`` — under each strategy, once per strategy,
-and compares every final parameter with one process on the global batch.  Parameters an
+and compares every final parameter with one process on the global batch.  Under
+ShardedStrategy (FSDP) the routes torch allows there equal one device too (a
+whole-parameter gradient set by hand is summed and sharded at the step);
+``torch.autograd.grad`` of its parameters raises distrib's error with the fix.  Parameters an
 optimizer steps under a strategy that the strategy did not set up raise on every replica
 (programs/parameter_rules.py).
 """
@@ -27,6 +30,7 @@ PROGRAMS = Path(__file__).parent / "programs"
 PROGRAM = str(PROGRAMS / "gradient_routes.py")
 ROUTES = {"backward", "autograd_grad", "hand_set", "accumulate", "mixed", "func_grad",
           "two_optimizers", "lazy"}
+SHARDED_ROUTES = {"backward", "hand_set", "accumulate", "two_optimizers"}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,7 @@ def _compare(oracle: dict[str, torch.Tensor], got: dict[str, torch.Tensor],
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["one_device", "mirrored", "central_storage"])
+@pytest.mark.parametrize("kind", ["one_device", "mirrored", "central_storage", "sharded"])
 def test_every_gradient_route_equals_one_device(kind: str, oracle: dict[str, torch.Tensor],
                                                tmp_path: Path) -> None:
     out = tmp_path / "params.pt"
@@ -54,7 +58,27 @@ def test_every_gradient_route_equals_one_device(kind: str, oracle: dict[str, tor
     assert proc.returncode == 0, proc.stderr[-4000:]
     replicas = 1 if kind == "one_device" else 2
     assert proc.stdout.count(f"done replicas={replicas}") == replicas
-    _compare(oracle, torch.load(out, weights_only=True), ROUTES)
+    _compare(oracle, torch.load(out, weights_only=True),
+             SHARDED_ROUTES if kind == "sharded" else ROUTES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route,call", [("autograd_grad", "torch.autograd.grad"),
+                                        ("mixed", "torch.autograd.grad"),
+                                        ("func_grad", "torch.func.functional_call")])
+def test_routes_that_need_sharded_parameters_in_the_graph_raise_the_fix_on_every_replica(
+        route: str, call: str, tmp_path: Path) -> None:
+    # FSDP gathers each parameter outside autograd: autograd.grad and torch.func cannot
+    # reach the parameters of a ShardedStrategy module
+    proc = run_python([PROGRAM, f"sharded/{route}", str(tmp_path / "params.pt")])
+    assert proc.returncode != 0
+    for rank in (0, 1):
+        errors = [line for line in proc.stderr.splitlines()
+                  if line.startswith(f"[rank {rank}/2] distrib.errors.")]
+        assert len(errors) == 1, proc.stderr[-4000:]
+        assert f"UsageError: {call}(" in errors[0], errors[0]
+        assert "Fix: call loss.backward()" in errors[0]
+    assert not (tmp_path / "params.pt").exists()
 
 
 @pytest.mark.slow

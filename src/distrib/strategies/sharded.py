@@ -47,6 +47,18 @@ from distrib.comm import collectives
 from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import UsageError, explain
+from distrib.strategies._dtensors import (
+    check_mesh_size,
+    explain_torch_error,
+    full,
+    is_dtensor,
+    local,
+    lookup,
+    on_meta,
+    reset_parameters,
+    sum_gradients_in_fsdp,
+    sum_into_shards,
+)
 from distrib.strategies._gradient_sync import StepRecord
 from distrib.strategies._processes import checked_options, establish, select_devices
 from distrib.strategies._replication import is_replicated, mark_replicated
@@ -88,18 +100,6 @@ class ShardingPlan(Protocol):
         """The mesh axis gradients are summed over at the optimizer step (None: none)."""
 
     def apply(self, module: nn.Module, mesh: DeviceMesh) -> None: ...
-
-
-def _sum_gradients(module: Any) -> None:
-    """Have an FSDP module SUM its reduce-scattered gradients (TF's contract), with a plain
-    SUM reduction (gloo has neither AVG nor PREMUL_SUM, which FSDP picks for float32)."""
-    setter = getattr(module, "set_gradient_divide_factor", None)  # torch >= 2.8
-    if setter is None:
-        setter = module.set_reduce_scatter_divide_factor
-    setter(1.0)
-    force_sum = getattr(module, "set_force_sum_reduction_for_comms", None)
-    if force_sum is not None:
-        force_sum(True)
 
 
 @dataclass
@@ -166,7 +166,7 @@ class FullyShard:
         # default keeps them gathered after the forward (one all-gather less per step).
         fully_shard(module, **{**kwargs, "reshard_after_forward": False})
         for m in [*units, module]:
-            _sum_gradients(m)
+            sum_gradients_in_fsdp(m)
 
 
 class ShardedExtended(StrategyExtended):
@@ -192,7 +192,7 @@ class ShardedExtended(StrategyExtended):
         world = comm.world_size if comm is not None else 1
         shape = tuple(mesh.shape) if mesh is not None else (world,)
         names = tuple(mesh.axis_names) if mesh is not None else ("data",)
-        _check_mesh_size(shape, names, world)
+        check_mesh_size(shape, names, world)
         self.mesh_shape, self.mesh_axis_names = shape, names
         self._meshes: dict[tuple[tuple[int, ...], tuple[str, ...]], DeviceMesh] = {}
         # Tensors compare elementwise: tables of tensors are keyed by identity.
@@ -215,7 +215,7 @@ class ShardedExtended(StrategyExtended):
             return None
         shape = tuple(spec.shape) if spec is not None else self.mesh_shape
         names = tuple(spec.axis_names) if spec is not None else self.mesh_axis_names
-        _check_mesh_size(shape, names, self._comm.world_size)
+        check_mesh_size(shape, names, self._comm.world_size)
         mesh = self._meshes.get((shape, names))
         if mesh is None:
             from torch.distributed.device_mesh import init_device_mesh
@@ -228,24 +228,24 @@ class ShardedExtended(StrategyExtended):
     def _setup_module(self, module: nn.Module) -> None:
         if is_replicated(module):
             return  # sharded already: its parameters are the plan's
-        on_meta = _on_meta(module)
-        if not on_meta:
+        meta = on_meta(module)
+        if not meta:
             module.to(self._device)
         plan, comm = self.plan, self._comm
         mesh = self.mesh_for(plan.mesh)
         if mesh is None or comm is None:
-            if on_meta:
+            if meta:
                 self._materialize(module, None)
             mark_replicated(module)
             return
-        if not on_meta:
+        if not meta:
             with torch.no_grad(), \
                     self._guard("broadcasting the initial parameters from the chief"):
                 for t in [*module.parameters(), *module.buffers()]:
                     collectives.broadcast_(comm, t.data, 0)
         before = dict(module.named_parameters())
         plan.apply(module, mesh)
-        if on_meta:
+        if meta:
             self._materialize(module, comm)
             self._agree_on_replicated(module, comm, mesh)
         after = dict(module.named_parameters())
@@ -261,6 +261,16 @@ class ShardedExtended(StrategyExtended):
         mark_replicated(module)
         self._shardings += 1
         self.intercept_optimizer_steps()
+
+    def _call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                               kwargs: dict[str, Any], global_batch_size: int | None) -> Any:
+        try:
+            return super()._call_for_each_replica(fn, args, kwargs, global_batch_size)
+        except (RuntimeError, AttributeError) as exc:
+            error = explain_torch_error(exc) if self._shardings else None
+            if error is None:
+                raise
+            raise error from exc
 
     def _materialize(self, module: nn.Module, comm: Communicator | None) -> None:
         """Give a module created on the meta device storage for its shards only, then
@@ -315,7 +325,7 @@ class ShardedExtended(StrategyExtended):
         for group in optimizer.param_groups:
             params = group["params"]
             for i, p in enumerate(params):
-                new = _lookup(self._replaced, p)
+                new = lookup(self._replaced, p)
                 if new is not None:
                     if p in optimizer.state:
                         optimizer.state[new] = optimizer.state.pop(p)
@@ -346,17 +356,22 @@ class ShardedExtended(StrategyExtended):
 
     def _synchronize_gradients(self, optimizer: torch.optim.Optimizer,
                                record: StepRecord) -> None:
-        # FSDP summed its gradients in the backward (reduce-scatter); a plan's gradients
-        # are summed here over its batch axis, each once.
-        todo = [(group, p, grad) for p in record.pending()
-                if (group := _lookup(self._sharded, p)) is not None
-                and (grad := p.grad) is not None]
-        if not todo:
+        # FSDP summed the gradients of backward() (reduce-scatter); a whole-parameter
+        # gradient set by hand is summed and sharded here; a plan's gradients are summed
+        # here over its batch axis; each once.
+        pending = [(p, lookup(self._sharded, p)) for p in record.pending()
+                   if p in self._sharded and p.grad is not None]
+        whole = [(p, group) for p, group in pending if is_dtensor(p) and not is_dtensor(p.grad)]
+        todo = [(p, group) for p, group in pending if group is not None
+                and (not is_dtensor(p) or is_dtensor(p.grad))]
+        if not whole and not todo:
             return
         with self._guard("summing gradients over the mesh's batch axis"):
-            for group, _, grad in todo:
-                dist.all_reduce(_local(grad), op=dist.ReduceOp.SUM, group=group)
-        record.note_summed([p for _, p, _ in todo])
+            sum_into_shards(whole)
+            for p, group in todo:
+                dist.all_reduce(local(p.grad), op=dist.ReduceOp.SUM,  # type: ignore[arg-type]
+                                group=group)
+        record.note_summed([p for p, _ in whole + todo])
 
     # ----------------------------------------------------------------- state
     def _is_sharded(self, module: nn.Module) -> bool:
@@ -388,7 +403,7 @@ class ShardedExtended(StrategyExtended):
         self._switch_parameters(optimizer)
         state = dict(optimizer.state_dict())
         with self._guard("gathering the full optimizer state"):
-            state["state"] = {k: {name: _full(v) for name, v in slots.items()}
+            state["state"] = {k: {name: full(v) for name, v in slots.items()}
                               for k, slots in state["state"].items()}
         return state
 
@@ -413,45 +428,6 @@ class ShardedExtended(StrategyExtended):
                     out[name] = value
                 slots_out[key] = out
         optimizer.load_state_dict({**state, "state": slots_out})
-
-
-def _check_mesh_size(shape: tuple[int, ...], names: tuple[str, ...], world: int) -> None:
-    size = 1
-    for n in shape:
-        size *= int(n)
-    if size != world or len(shape) != len(names):
-        raise UsageError(explain(
-            "mesh shape", dict(zip(names, shape)),
-            f"a mesh names each axis once and holds every replica once: {size} places "
-            f"for {world} replicas", f"give axes whose sizes multiply to {world}, e.g. "
-            f"shape=({world},) or (1, {world})"))
-
-
-def _on_meta(module: nn.Module) -> bool:
-    return any(t.is_meta for t in [*module.parameters(), *module.buffers()])
-
-
-def reset_parameters(module: nn.Module) -> None:
-    """The default ``param_init``: every submodule's own ``reset_parameters()``, as torch
-    calls it when the module is created on a real device."""
-    for m in module.modules():
-        reset = getattr(m, "reset_parameters", None)
-        if callable(reset):
-            reset()
-
-
-def _lookup(table: WeakIdKeyDictionary, key: torch.Tensor) -> Any:
-    return table.get(key)  # type: ignore[no-untyped-call]
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    to_local = getattr(t, "to_local", None)
-    return to_local() if callable(to_local) else t  # DTensor: this replica's part
-
-
-def _full(value: Any) -> Any:
-    full_tensor = getattr(value, "full_tensor", None)
-    return full_tensor() if callable(full_tensor) else value  # DTensor: gathered
 
 
 class ShardedStrategy(Strategy):

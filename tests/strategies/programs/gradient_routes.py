@@ -2,6 +2,7 @@
 
 Usage: python gradient_routes.py KIND OUT.pt
 KIND: oracle | one_device | mirrored | multi_worker | central_storage | parameter_server | tpu
+      | sharded | sharded/ROUTE
 
 For each route the program trains a small float64 MLP (SGD with momentum) for STEPS
 steps on a global batch of GLOBAL_BATCH rows, split over the replicas, and saves every
@@ -24,7 +25,10 @@ Routes:
                   (not under parameter_server or tpu)
 
 ``parameter_server`` runs every step as one closure scheduled on the only worker (its
-replica holds the global batch).
+replica holds the global batch).  ``sharded`` (ShardedStrategy, parameters are DTensors)
+runs the routes that torch's FSDP allows: ``backward``, ``hand_set`` (gradients computed
+from the whole parameters, ``p.full_tensor()``), ``accumulate``, ``two_optimizers``;
+``sharded/ROUTE`` runs one route only (the others raise distrib's UsageError there).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ GLOBAL_BATCH = 8
 STEPS = 3
 ROUTES = ("backward", "autograd_grad", "hand_set", "accumulate", "mixed", "func_grad",
           "two_optimizers", "lazy")
+SHARDED_ROUTES = ("backward", "hand_set", "accumulate", "two_optimizers")
 
 
 def build(route: str) -> nn.Sequential:
@@ -67,9 +72,15 @@ def optimizers(net: nn.Sequential, route: str) -> list[torch.optim.Optimizer]:
     return [torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)]
 
 
+def whole(t: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a sharded parameter (a DTensor under ShardedStrategy)."""
+    full_tensor = getattr(t, "full_tensor", None)
+    return full_tensor() if callable(full_tensor) else t
+
+
 def hand_gradients(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
     """The loss's gradients for the MLP, by hand (in the order of ``net.parameters()``)."""
-    w1, b1, w2, b2 = (p.detach() for p in net.parameters())
+    w1, b1, w2, b2 = (whole(p.detach()) for p in net.parameters())
     h = torch.tanh(x @ w1.T + b1)
     d_out = (h @ w2.T + b2 - y) / GLOBAL_BATCH
     d_pre = (d_out @ w2) * (1 - h * h)
@@ -121,6 +132,8 @@ def make_strategy(kind: str) -> distrib.Strategy:
         return distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"])
     if kind == "central_storage":
         return distrib.CentralStorageStrategy(compute_devices=["cpu:0", "cpu:1"])
+    if kind.startswith("sharded"):
+        return distrib.experimental.ShardedStrategy(devices=["cpu:0", "cpu:1"])
     if kind == "multi_worker":
         return distrib.MultiWorkerMirroredStrategy()
     if kind == "parameter_server":
@@ -159,7 +172,8 @@ def train(strategy: distrib.Strategy, route: str, kind: str) -> dict[str, torch.
         xb = strategy.experimental_distribute_values_from_function(lambda c: shard(c, x))
         yb = strategy.experimental_distribute_values_from_function(lambda c: shard(c, y))
         strategy.run(step, args=(route, net, opts, xb, yb))
-    return {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+    state = strategy.extended.module_state_dict(net)  # whole tensors when sharded
+    return {k: v.detach().cpu().clone() for k, v in state.items()}
 
 
 def _train_on_coordinator(strategy: distrib.Strategy, route: str, net: nn.Module,
@@ -180,7 +194,9 @@ def main() -> None:
     kind, out = sys.argv[1], sys.argv[2]
     strategy = make_strategy(kind)
     results: dict[str, torch.Tensor] = {}
-    for route in ROUTES:
+    routes = SHARDED_ROUTES if kind == "sharded" else \
+        kind.split("/")[1:] if kind.startswith("sharded/") else ROUTES
+    for route in routes:
         if route == "lazy" and kind in ("parameter_server", "tpu"):
             continue
         for k, v in train(strategy, route, kind).items():

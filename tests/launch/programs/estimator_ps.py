@@ -20,45 +20,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-from torch import nn
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-import distrib
-from distrib.estimator import (
+import distrib  # noqa: E402
+from distrib.estimator import (  # noqa: E402
     Estimator,
-    EstimatorSpec,
     EvalSpec,
-    ModeKeys,
     RunConfig,
     SessionRunHook,
     TrainSpec,
-    metrics,
     train_and_evaluate,
 )
+from tests.estimator.programs.ps_model import input_fn, model_fn  # noqa: E402
 
 OUT, VICTIM = Path(sys.argv[1]), sys.argv[2]
 MODEL_DIR = OUT / "model"
-rng = np.random.RandomState(0)
-X = rng.randn(64, 5)
-Y = rng.randint(0, 3, 64)
-
-
-def input_fn(mode: str) -> Any:
-    ds = distrib.data.Dataset.from_tensor_slices((torch.from_numpy(X), torch.from_numpy(Y)))
-    return (ds.repeat() if mode == ModeKeys.TRAIN else ds).batch(8)
-
-
-def model_fn(features: Any, labels: Any, mode: str) -> EstimatorSpec:
-    net = nn.Sequential(nn.Linear(5, 8, dtype=torch.float64), nn.Tanh(),
-                        nn.Linear(8, 3, dtype=torch.float64))
-    logits = net(features)
-    if mode == ModeKeys.PREDICT:
-        return EstimatorSpec(mode, predictions={"logits": logits})
-    loss = nn.functional.cross_entropy(logits, labels)
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    return EstimatorSpec(mode, loss=loss, train_op=optimizer, eval_metric_ops={
-        "accuracy": metrics.accuracy(labels, logits.argmax(1))})
 
 
 def gone(pid: int) -> bool:

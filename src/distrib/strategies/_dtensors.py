@@ -90,21 +90,14 @@ def sum_into_shards(todo: list[tuple[torch.Tensor, Any]]) -> None:
     (None: the parameter's own mesh, FSDP's batch axis).  One flat all-reduce per group
     and dtype, in the order given (the same on every replica).
 
+    (torch refuses a gradient of another shape when it is assigned.)
+
     Raises:
-        UsageError: a gradient that is neither a DTensor nor of the parameter's shape.
+        UsageError: a parameter sharded over several mesh axes whose gradients the plan
+            does not say how to sum.
     """
     from torch.distributed.tensor import DTensor, Replicate
 
-    bad = [p for p, _ in todo if p.grad is None or tuple(p.grad.shape) != tuple(p.shape)]
-    if bad:
-        shapes = ", ".join(f"{tuple(p.grad.shape)} for {tuple(p.shape)}"
-                           for p in bad[:4] if p.grad is not None)
-        raise UsageError(explain(
-            "gradients set on sharded parameters", shapes,
-            "a gradient assigned to a parameter of ShardedStrategy (a DTensor) must be "
-            "the whole parameter's gradient, summed over the replicas and sharded at the "
-            "optimizer step", "assign a gradient of the parameter's shape, or compute the "
-            "gradients with loss.backward()"))
     batches: dict[tuple[int, torch.dtype], tuple[Any, list[torch.Tensor]]] = {}
     for p, group in todo:
         if group is None:

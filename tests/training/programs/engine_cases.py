@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from case_helpers import data, error, mlp, scce, sgd, weights
 from torch import nn
 
 import distrib
-from distrib.training import Model, losses
+from distrib.training import Model
 
 BATCH = 16
 OPTIONS = distrib.CommunicationOptions(timeout_seconds=150)
@@ -34,40 +35,6 @@ def make_strategy(mode: str) -> distrib.Strategy:
     if mode == "multi_worker":
         return distrib.MultiWorkerMirroredStrategy(communication_options=OPTIONS)
     return distrib.get_strategy()
-
-
-def data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.RandomState(seed)
-    x = rng.randn(n, 6)
-    y = (x[:, 0] + x[:, 1] > 0).astype("int64")
-    return x, y
-
-
-def mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2)).double()
-
-
-def weights(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def sgd(model: Model, lr: float = 0.1) -> torch.optim.Optimizer:
-    assert model.module is not None
-    return torch.optim.SGD(model.module.parameters(), lr=lr, momentum=0.5)
-
-
-def scce() -> losses.Loss:
-    return losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-def error(fn: Callable[[], Any]) -> dict[str, Any] | None:
-    try:
-        fn()
-    except Exception as e:  # recorded for the test
-        return {"type": type(e).__name__, "mro": [c.__name__ for c in type(e).__mro__],
-                "message": str(e)}
-    return None
 
 
 # ------------------------------------------------------------- case 2: losses

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from case_helpers import data, error, mlp, net_of, scce, sgd, weights
 from torch import nn
 
 import distrib
-from distrib.training import Model, losses, metrics
+from distrib.training import Model, metrics
 
 BATCH = 16
 OPTIONS = distrib.CommunicationOptions(timeout_seconds=90)
@@ -49,45 +50,6 @@ def make_strategy(mode: str) -> tuple[distrib.Strategy, list[str]]:
         else:
             strategy = distrib.get_strategy()
     return strategy, [f"{w.category.__name__}: {w.message}" for w in caught]
-
-
-def data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.RandomState(seed)
-    x = rng.randn(n, 6)
-    y = (x[:, 0] + x[:, 1] > 0).astype("int64")
-    return x, y
-
-
-def mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2)).double()
-
-
-def net_of(model: Any) -> nn.Module:
-    """The wrapped module of a Model (its weights), else the module itself."""
-    inner = getattr(model, "module", None)
-    return inner if isinstance(inner, nn.Module) else model  # type: ignore[no-any-return]
-
-
-def weights(model: Any) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in net_of(model).state_dict().items()}
-
-
-def sgd(model: Any, lr: float = 0.1) -> torch.optim.Optimizer:
-    return torch.optim.SGD(net_of(model).parameters(), lr=lr, momentum=0.5)
-
-
-def scce(**kwargs: Any) -> losses.Loss:
-    return losses.SparseCategoricalCrossentropy(from_logits=True, **kwargs)
-
-
-def error(fn: Callable[[], Any]) -> dict[str, str] | None:
-    try:
-        fn()
-    except Exception as e:  # recorded for the test
-        return {"type": type(e).__name__, "mro": [c.__name__ for c in type(e).__mro__],
-                "message": str(e)}
-    return None
 
 
 def run_steps(strategy: distrib.Strategy, step: Callable[..., Any], x: np.ndarray,

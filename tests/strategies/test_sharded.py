@@ -11,9 +11,12 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from torch import nn
 
+import distrib
 from tests.support import localhost_cluster, run_python, start_cluster, wait_all
 
 PROGRAM = str(Path(__file__).parent / "programs" / "sharded_oracle.py")
@@ -81,3 +84,17 @@ def test_mixed_precision_policies_train_sharded(tmp_path: Path) -> None:
         assert row["loss"][-1] < row["loss"][0], (policy, row["loss"])
         assert (row["weight"], row["dtype"], row["local_rows"]) == (
             "DTensor", "torch.float32", 16)  # float32 master weights, half on each replica
+
+
+def test_a_lazy_module_gets_one_clear_error_and_trains_once_materialised() -> None:
+    strategy = distrib.experimental.ShardedStrategy(devices=["cpu:0"])
+    with pytest.raises(distrib.errors.UsageError, match=r"LazyLinear.*net\(x\)"):
+        with strategy.scope():
+            distrib.Model(nn.Sequential(nn.LazyLinear(4), nn.ReLU(), nn.Linear(4, 2)))
+    net = nn.Sequential(nn.LazyLinear(4), nn.ReLU(), nn.Linear(4, 2))
+    net(torch.ones(2, 3))  # the fix the error names: its parameters exist now
+    with strategy.scope():
+        model = distrib.Model(net)
+        model.compile(optimizer="sgd", loss="mse")
+    history = model.fit(np.ones((8, 3), "float32"), np.ones((8, 2), "float32"), verbose=0)
+    assert len(history.history["loss"]) == 1

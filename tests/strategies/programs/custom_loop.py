@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 import torch
+from program_helpers import cnn, make_strategy, mlp, save_results
 from torch import nn
 
 import distrib
@@ -20,35 +21,11 @@ import distrib
 GLOBAL_BATCH = 16
 
 
-def mlp() -> nn.Module:
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                         nn.ReLU(), nn.Linear(128, 10))
-
-
-def cnn() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 5 * 5, 64), nn.ReLU(), nn.Linear(64, 10))
-
-
 def data(steps: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(1234)
     x = torch.randn(steps * GLOBAL_BATCH, 1, 28, 28, generator=g).to(dtype)
     y = torch.randint(0, 10, (steps * GLOBAL_BATCH,), generator=g)
     return x, y
-
-
-def make_strategy(kind: str) -> distrib.Strategy:
-    if kind == "one_device":
-        return distrib.OneDeviceStrategy("cpu:0")
-    if kind == "mirrored":
-        return distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"])
-    if kind == "central_storage":
-        return distrib.CentralStorageStrategy(compute_devices=["cpu:0", "cpu:1"])
-    if kind == "multi_worker":
-        return distrib.MultiWorkerMirroredStrategy()
-    return distrib.get_strategy()
 
 
 def train(strategy: distrib.Strategy, build: type | object, dtype: torch.dtype,
@@ -97,9 +74,7 @@ def main() -> None:
             params = train(strategy, build, dtype, steps)
             for k, v in params.items():
                 results[f"{name}/{str(dtype)[6:]}/{k}"] = v
-    if strategy.extended.should_checkpoint:
-        torch.save(results, out)
-    print(f"done replicas={strategy.num_replicas_in_sync}")
+    save_results(strategy, results, out)
 
 
 if __name__ == "__main__":

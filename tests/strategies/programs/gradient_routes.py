@@ -37,6 +37,7 @@ import sys
 from typing import Any
 
 import torch
+from program_helpers import make_strategy, save_results
 from torch import nn
 
 import distrib
@@ -125,27 +126,6 @@ def step(route: str, net: nn.Module, opts: list[torch.optim.Optimizer], x: torch
         opt.zero_grad()
 
 
-def make_strategy(kind: str) -> distrib.Strategy:
-    if kind == "one_device":
-        return distrib.OneDeviceStrategy("cpu:0")
-    if kind == "mirrored":
-        return distrib.MirroredStrategy(devices=["cpu:0", "cpu:1"])
-    if kind == "central_storage":
-        return distrib.CentralStorageStrategy(compute_devices=["cpu:0", "cpu:1"])
-    if kind.startswith("sharded"):
-        return distrib.experimental.ShardedStrategy(devices=["cpu:0", "cpu:1"])
-    if kind == "multi_worker":
-        return distrib.MultiWorkerMirroredStrategy()
-    if kind == "parameter_server":
-        return distrib.ParameterServerStrategy()
-    if kind == "tpu":
-        resolver = distrib.cluster.TPUClusterResolver(tpu="local")
-        distrib.config.experimental_connect_to_cluster(resolver)
-        distrib.tpu.experimental.initialize_tpu_system(resolver)
-        return distrib.TPUStrategy(resolver)
-    return distrib.get_strategy()
-
-
 def train(strategy: distrib.Strategy, route: str, kind: str) -> dict[str, torch.Tensor]:
     # Replicas start from different random values: the chief's must reach every replica.
     torch.manual_seed(100 + 1000 * strategy.extended.replica_group.replica_id)
@@ -201,9 +181,7 @@ def main() -> None:
             continue
         for k, v in train(strategy, route, kind).items():
             results[f"{route}/{k}"] = v
-    if strategy.extended.should_checkpoint:
-        torch.save(results, out)
-    print(f"done replicas={strategy.num_replicas_in_sync}")
+    save_results(strategy, results, out)
 
 
 if __name__ == "__main__":

@@ -24,23 +24,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from program_helpers import cnn, mlp, save_results
 from torch import nn
 
 import distrib
 
 GLOBAL_BATCH, ROWS = 16, 9 * 16 + 7
-
-
-def mlp() -> nn.Module:
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                         nn.ReLU(), nn.Linear(128, 10))
-
-
-def cnn() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 5 * 5, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
 #: Layouts of the model-parallel run: torch dims (a Linear's weight is [out, in]).
@@ -162,9 +151,7 @@ def main() -> None:
                         if name != "step":
                             results[f"{prefix}/opt/{pid}/{name}"] = v.detach().clone()
     assert strategy is not None
-    if strategy.extended.should_checkpoint:
-        torch.save(results, out)
-    print(f"done replicas={strategy.num_replicas_in_sync}", flush=True)
+    save_results(strategy, results, out)
 
 
 if __name__ == "__main__":

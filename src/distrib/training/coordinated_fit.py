@@ -372,18 +372,36 @@ class _WorkersData:
         return None  # the metrics are built before training starts (_build_metrics)
 
 
+class _Scheduled:
+    """The chief's side of a coordinated epoch on the engine's step loop: each step
+    schedules one closure on a free worker (the program), the callbacks run between
+    steps with the logs of the steps so far when one reads them (the observer)."""
+
+    def __init__(self, coordinator: ClusterCoordinator, model_ref: Any, iterator: Any,
+                 cbs: CallbackList, tracker: _Logs, interval: int) -> None:
+        self.coordinator, self.model_ref, self.iterator = coordinator, model_ref, iterator
+        self.cbs, self.tracker, self.interval = cbs, tracker, interval
+
+    def __call__(self, batch: Any, rows: int | None) -> RemoteValue:
+        result = self.coordinator.schedule(_train_step, args=(self.model_ref, self.iterator))
+        self.tracker.results.append(result)
+        return result
+
+    def step_begin(self, step: int) -> None:
+        self.cbs.on_train_batch_begin(step)
+
+    def step_end(self, step: int, out: RemoteValue) -> bool:
+        read = self.interval and (step + 1) % self.interval == 0
+        self.cbs.on_train_batch_end(step, self.tracker.logs(step + 1) if read else {})
+        return bool(self.tracker.model.stop_training)
+
+
 def _train_epoch(coordinator: ClusterCoordinator, model_ref: Any, iterator: Any, steps: int,
                  cbs: CallbackList, tracker: _Logs, interval: int) -> bool:
     """Schedule one epoch of steps; True when a worker's data ran out."""
-    model = tracker.model
+    scheduled = _Scheduled(coordinator, model_ref, iterator, cbs, tracker, interval)
     try:
-        for step in range(steps):
-            cbs.on_train_batch_begin(step)
-            tracker.results.append(coordinator.schedule(_train_step, args=(model_ref, iterator)))
-            logs = tracker.logs(step + 1) if interval and (step + 1) % interval == 0 else {}
-            cbs.on_train_batch_end(step, logs)
-            if model.stop_training:
-                break
+        StepLoop(scheduled, scheduled).run(numbered(itertools.repeat(None, steps)))
         coordinator.join()
     except StopIteration:
         return True

@@ -138,17 +138,18 @@ def header(fingerprint: str, structure: str, leaves: list[str]) -> bytes:
                        "structure": structure, "leaves": leaves}).encode()
 
 
-def footer(elements: int) -> bytes:
-    """The last record of a cache file."""
-    return json.dumps({"format": FORMAT, "elements": elements}).encode()
+def footer(elements: int, format_name: str = FORMAT) -> bytes:
+    """The last record of a cache file (or of another ``format_name`` file)."""
+    return json.dumps({"format": format_name, "elements": elements}).encode()
 
 
-def read_json(record: bytes) -> dict[str, Any] | None:
-    """A header or footer record, or None when ``record`` is not one."""
+def read_json(record: bytes, format_name: str = FORMAT) -> dict[str, Any] | None:
+    """A header or footer record of the ``format_name`` files, or None when ``record`` is
+    not one."""
     if not record.startswith(b"{"):
         return None
     try:
         value = json.loads(record)
     except ValueError:
         return None
-    return value if isinstance(value, dict) and value.get("format") == FORMAT else None
+    return value if isinstance(value, dict) and value.get("format") == format_name else None

@@ -65,25 +65,25 @@ def save(dataset: Dataset, path: str, compression: str | None) -> None:
     os.makedirs(path, exist_ok=True)
     count = 0
     rows: list[list[Any]] = []
+    head = json.dumps({"format": _FORMAT, "version": 1,
+                       "compression": compression or ""}).encode()
     with atomic_path(os.path.join(path, FILE)) as partial, \
             TFRecordWriter(partial, compression or None) as out:
         for element in dataset:
             if count == 0 and not rows:
-                out.write(json.dumps({"format": _FORMAT, "version": 1,
-                                      "compression": compression or ""}).encode())
+                out.write(head)
                 out.write(_encode({"template": _template(element)}))
             rows.append([_leaf(x) for x in _nest.flatten(element)])
             if len(rows) >= _CHUNK:
                 out.write(fmt.encode_chunk(rows))
                 count, rows = count + len(rows), []
         if count == 0 and not rows:
-            out.write(json.dumps({"format": _FORMAT, "version": 1,
-                                  "compression": compression or ""}).encode())
+            out.write(head)
             out.write(_encode({"template": None}))
         if rows:
             out.write(fmt.encode_chunk(rows))
             count += len(rows)
-        out.write(json.dumps({"format": _FORMAT, "elements": count}).encode())
+        out.write(fmt.footer(count, _FORMAT))
 
 
 def _leaf(x: Any) -> Any:
@@ -103,7 +103,7 @@ class Load(Dataset):
                 "save the dataset with distrib first: ds.save(path)"))
         self._compression = compression or None
         records = read_records(self._path, self._compression)
-        head = fmt_json(next(records, b""))
+        head = fmt.read_json(next(records, b""), _FORMAT)
         if head is None or head.get("version") != 1:
             raise self._bad("does not start with a distrib Dataset.save header")
         self._template = torch.load(io.BytesIO(next(records, b"")),
@@ -126,7 +126,7 @@ class Load(Dataset):
         next(records, None)
         count = 0
         for record in records:
-            meta = fmt_json(record)
+            meta = fmt.read_json(record, _FORMAT)
             if meta is not None:
                 if meta.get("elements") != count:
                     raise self._bad(f"says it holds {meta.get('elements')} elements but "
@@ -142,17 +142,6 @@ class Load(Dataset):
 def _pack(template: Any, leaves: list[Any]) -> Any:
     it = iter(leaves)
     return _nest.map_structure(lambda _: next(it), template)
-
-
-def fmt_json(record: bytes) -> dict[str, Any] | None:
-    """A header or footer record of a saved dataset, or None."""
-    if not record.startswith(b"{"):
-        return None
-    try:
-        value = json.loads(record)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) and value.get("format") == _FORMAT else None
 
 
 def snapshot(dataset: Dataset, path: str) -> Dataset:

@@ -149,7 +149,21 @@ class Shuffle(_Passthrough):
         return buffered_shuffle(self._input._elements(ctx), self._buffer, self._generator(ctx))
 
 
-class Repeat(_Passthrough):
+class _Counted(_Passthrough):
+    """A node of ``repeat``, ``take`` or ``skip``: ``count`` elements (or passes), -1 for
+    all of them (the rule and the fix of a bad count are the subclass's)."""
+
+    _RULE = _FIX = ""
+
+    def __init__(self, dataset: Dataset, count: int) -> None:
+        self._count = _check_int("count", count, -1, self._RULE, self._FIX)
+        super().__init__(dataset)
+
+    def _uid_parts(self) -> tuple[Any, ...]:
+        return (self._count,)
+
+
+class Repeat(_Counted):
     """``repeat``: repetition ``r`` runs its input with iteration key ``key + (r,)``.
 
     Example:
@@ -157,15 +171,10 @@ class Repeat(_Passthrough):
         -1
     """
 
-    def __init__(self, dataset: Dataset, count: int | None) -> None:
-        if count is None:
-            count = -1
-        self._count = _check_int("count", count, -1, "must be -1 (forever) or a count >= 0",
-                                 "use repeat() to repeat forever")
-        super().__init__(dataset)
+    _RULE, _FIX = "must be -1 (forever) or a count >= 0", "use repeat() to repeat forever"
 
-    def _uid_parts(self) -> tuple[Any, ...]:
-        return (self._count,)
+    def __init__(self, dataset: Dataset, count: int | None) -> None:
+        super().__init__(dataset, -1 if count is None else count)
 
     def _card(self) -> int:
         n = self._input._card()
@@ -196,7 +205,7 @@ class Repeat(_Passthrough):
                 return
 
 
-class Take(_Passthrough):
+class Take(_Counted):
     """``take``: the first ``count`` elements.
 
     Example:
@@ -204,13 +213,7 @@ class Take(_Passthrough):
         [0, 1]
     """
 
-    def __init__(self, dataset: Dataset, count: int) -> None:
-        self._count = _check_int("count", count, -1, "must be -1 (all) or a count >= 0",
-                                 "use take(-1) for every element")
-        super().__init__(dataset)
-
-    def _uid_parts(self) -> tuple[Any, ...]:
-        return (self._count,)
+    _RULE, _FIX = "must be -1 (all) or a count >= 0", "use take(-1) for every element"
 
     def _card(self) -> int:
         n = self._input._card()
@@ -230,7 +233,7 @@ class Take(_Passthrough):
         return it if self._count < 0 else itertools.islice(it, self._count)
 
 
-class Skip(_Passthrough):
+class Skip(_Counted):
     """``skip``: all but the first ``count`` elements.
 
     Example:
@@ -238,13 +241,8 @@ class Skip(_Passthrough):
         [3, 4]
     """
 
-    def __init__(self, dataset: Dataset, count: int) -> None:
-        self._count = _check_int("count", count, -1, "must be -1 (skip all) or a count >= 0",
-                                 "use skip(-1) to skip every element")
-        super().__init__(dataset)
-
-    def _uid_parts(self) -> tuple[Any, ...]:
-        return (self._count,)
+    _RULE = "must be -1 (skip all) or a count >= 0"
+    _FIX = "use skip(-1) to skip every element"
 
     def _card(self) -> int:
         n = self._input._card()

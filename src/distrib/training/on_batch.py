@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -49,28 +50,26 @@ def _result(model: Model, logs: dict[str, Any], return_dict: bool) -> Any:
 def train_on_batch(model: Model, x: Any, y: Any, sample_weight: Any, reset_metrics: bool,
                    return_dict: bool) -> Any:
     """``Model.train_on_batch`` (see the module docstring)."""
-    with model._scope():
-        check_replicated(model)
-        runner = Runner(model)
-        handler = _handler(runner, x, y, sample_weight)
-        if reset_metrics:
-            model.reset_metrics()
-        with mode(model, True):
-            runner.loop(runner.step).run(handler.epoch())
-        return _result(model, runner.sync({}), return_dict)
+    return _on_batch(model, x, y, sample_weight, reset_metrics, return_dict, training=True)
 
 
 def test_on_batch(model: Model, x: Any, y: Any, sample_weight: Any, reset_metrics: bool,
                   return_dict: bool) -> Any:
     """``Model.test_on_batch`` (see the module docstring)."""
+    return _on_batch(model, x, y, sample_weight, reset_metrics, return_dict, training=False)
+
+
+def _on_batch(model: Model, x: Any, y: Any, sample_weight: Any, reset_metrics: bool,
+              return_dict: bool, training: bool) -> Any:
     with model._scope():
         check_replicated(model)
         runner = Runner(model)
         handler = _handler(runner, x, y, sample_weight)
         if reset_metrics:
             model.reset_metrics()
-        with mode(model, False), torch.no_grad():
-            runner.loop(runner.test).run(handler.epoch())
+        no_grad = contextlib.nullcontext() if training else torch.no_grad()
+        with mode(model, training), no_grad:
+            runner.loop(runner.step if training else runner.test).run(handler.epoch())
         return _result(model, runner.sync({}), return_dict)
 
 

@@ -112,6 +112,11 @@ class _RatioMetric(_ThresholdMetric):
 
     _OTHER = 1  # index in (tp, fp, tn, fn)
 
+    def __init__(self, thresholds: float | Sequence[float] | None = None,
+                 top_k: int | None = None, class_id: int | None = None,
+                 name: str | None = None, dtype: Any = None) -> None:
+        super().__init__(thresholds, top_k, class_id, name, dtype)  # None: "precision"...
+
     def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
         counts = self._update(y_true, y_pred, sample_weight)
         s_tp, s_other = self._states(counts[0].device)
@@ -132,11 +137,6 @@ class Precision(_RatioMetric):
         0.6667
     """
 
-    def __init__(self, thresholds: float | Sequence[float] | None = None,
-                 top_k: int | None = None, class_id: int | None = None,
-                 name: str | None = None, dtype: Any = None) -> None:
-        super().__init__(thresholds, top_k, class_id, name or "precision", dtype)
-
 
 class Recall(_RatioMetric):
     """tp / (tp + fn) at ``thresholds`` (default 0.5) (Keras ``Recall``).
@@ -147,11 +147,6 @@ class Recall(_RatioMetric):
         >>> round(float(m.result()), 4)
         0.6667
     """
-
-    def __init__(self, thresholds: float | Sequence[float] | None = None,
-                 top_k: int | None = None, class_id: int | None = None,
-                 name: str | None = None, dtype: Any = None) -> None:
-        super().__init__(thresholds, top_k, class_id, name or "recall", dtype)
 
     _OTHER = 3  # false negatives
 

@@ -1,4 +1,4 @@
-"""No host reads of device values per step: fit, evaluate and a custom loop in steady state.
+"""No host reads of device values per step: fit, evaluate, predict and a custom loop in steady state.
 
 On a GPU, reading a device value on the host (``.item()``, ``float()``, ``.cpu()``,
 ``.tolist()``, ``bool()`` ...) waits for every kernel queued before it; Keras reads
@@ -109,6 +109,19 @@ def test_evaluate_reads_nothing_from_the_device_per_step() -> None:
         model.evaluate(x, y, batch_size=BATCH, verbose=0)
 
     assert _per_step_reads(run) == {}
+
+
+def test_predict_reads_nothing_from_the_device_per_step() -> None:
+    model = _model("float32")
+    seen: list[int] = []
+
+    def run(steps: int) -> None:
+        x, _ = _data(BATCH * steps)
+        out = model.predict(x, batch_size=BATCH, verbose=0)
+        seen.append(out.shape[0])
+
+    assert _per_step_reads(run) == {}
+    assert seen == [BATCH * 3, BATCH * 9]
 
 
 def test_a_custom_loops_bookkeeping_reads_nothing_from_the_device_per_step() -> None:

@@ -313,8 +313,9 @@ def _test_loop(runner: Runner, handler: DataHandler, cbs: CallbackList,
 
 # -------------------------------------------------------------------- predict
 class _Predictions:
-    """predict's program and observer: each execution's outputs, kept as numpy and handed
-    to the predict batch callbacks."""
+    """predict's program and observer: each execution's outputs, kept where the model
+    made them (no host read per step, as in Keras) and handed to the predict batch
+    callbacks."""
 
     def __init__(self, runner: Runner, cbs: CallbackList) -> None:
         self.runner, self.cbs = runner, cbs
@@ -331,7 +332,7 @@ class _Predictions:
 
     def step_end(self, step: int, out: Any) -> bool:
         pending, self.pending = self.pending, []
-        self.outputs.extend(_to_numpy(value) for value in pending)
+        self.outputs.extend(_detached(value) for value in pending)
         self.cbs.on_predict_batch_end(step, {"outputs": _cat_outputs(pending)})
         return False
 
@@ -357,7 +358,7 @@ def predict(model: Model, *, x: Any, batch_size: int | None, verbose: int | str,
                            runner.ext.execution)
         with mode(model, False), torch.no_grad():
             loop.run(handler.epoch())
-        outputs = predictions.outputs
+        outputs = _to_host(predictions.outputs)
         if not outputs:
             raise UsageError(explain("prediction data", "an empty dataset",
                                      "Unexpected result of `predict_function` (Empty "
@@ -379,9 +380,29 @@ def _cat_outputs(parts: list[Any]) -> Any:
                               else xs[-1], *parts)
 
 
-def _to_numpy(value: Any) -> Any:
+def _detached(value: Any) -> Any:
     return nest.map_structure(
-        lambda v: v.detach().to("cpu").numpy() if isinstance(v, torch.Tensor) else v, value)
+        lambda v: v.detach() if isinstance(v, torch.Tensor) else v, value)
+
+
+def _to_host(outputs: list[Any]) -> list[Any]:
+    """Every step's outputs as numpy, read from the device once per output (the steps'
+    tensors joined there first; steps whose shapes differ are read one by one)."""
+    if not outputs:
+        return []
+    spec = nest.tree_flatten(outputs[0])[1]
+    columns = list(zip(*(nest.flatten(o) for o in outputs)))
+    host: list[list[Any]] = []
+    for column in columns:
+        tensors = all(isinstance(t, torch.Tensor) and t.dim() for t in column)
+        if tensors and len({(t.shape[1:], t.dtype) for t in column}) == 1:
+            joined = torch.cat(column).cpu().numpy()
+            host.append(np.split(joined, np.cumsum([t.shape[0] for t in column])[:-1]))
+        else:
+            host.append([t.cpu().numpy() if isinstance(t, torch.Tensor) else t
+                         for t in column])
+    return [nest.tree_unflatten(spec, [leaf[s] for leaf in host])
+            for s in range(len(outputs))]
 
 
 def _concat(parts: list[Any]) -> Any:

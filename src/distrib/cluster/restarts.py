@@ -22,7 +22,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from distrib.cluster.supervisor import (
     PREEMPTED,
     exit_reason,
     exit_status,
+    forwarding_signals,
     start_process,
     stop_processes,
 )
@@ -174,16 +174,11 @@ class LocalReplicaSupervisor:
 
     def run(self) -> int:
         """Supervise until success, an interruption, or no restart is left; the exit status."""
-        handlers = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                handlers[sig] = signal.signal(sig, self._on_signal)
-        try:
-            return run_with_restarts(self._attempt, self.max_restarts, self.note)
-        finally:
-            self._stop(signal.SIGKILL)
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
+        with forwarding_signals(self._on_signal):
+            try:
+                return run_with_restarts(self._attempt, self.max_restarts, self.note)
+            finally:
+                self._stop(signal.SIGKILL)
 
 
 def supervise_local_replicas(command: list[str], local_world_size: int) -> None:

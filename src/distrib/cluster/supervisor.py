@@ -13,7 +13,9 @@ here, the same way:
   then sends them a signal (SIGTERM), and SIGKILL after a grace period: it always
   returns with every child reaped;
 * :func:`exit_reason` and :func:`exit_status` say how a child ended, in words and as
-  a shell exit status.
+  a shell exit status;
+* :func:`forwarding_signals` hands the supervisor's SIGINT and SIGTERM to its handler
+  while it supervises.
 
 Example:
     >>> exit_reason(3), exit_reason(-9), exit_status(-9)
@@ -22,16 +24,19 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import FrameType
 from typing import IO
 
 __all__ = ["PREEMPTED", "exit_reason", "exit_status", "start_process", "signal_process",
-           "stop_processes"]
+           "stop_processes", "forwarding_signals"]
 
 PREEMPTED = 42  # the status of a program that saved a checkpoint for a preemption
 _PR_SET_PDEATHSIG = 1
@@ -141,3 +146,18 @@ def _wait_all(procs: Sequence[subprocess.Popen[bytes]], seconds: float) -> None:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
+
+
+@contextlib.contextmanager
+def forwarding_signals(handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """Within the block SIGINT and SIGTERM call ``handler`` (in the main thread; elsewhere
+    Python cannot install handlers and nothing changes); the previous handlers after."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -53,6 +53,7 @@ from distrib.cluster.roles import TASK_TYPES, suggest, validate_cluster_wide
 from distrib.cluster.supervisor import (
     exit_reason,
     exit_status,
+    forwarding_signals,
     signal_process,
     start_process,
     stop_processes,
@@ -381,15 +382,8 @@ class LocalClusterLauncher:
 
     def run(self) -> int:
         """Start the cluster and supervise it; returns the launcher's exit status."""
-        handlers = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                handlers[sig] = signal.signal(sig, self._on_signal)
-        try:
+        with forwarding_signals(self._on_signal):
             code = run_with_restarts(self._attempt, self.rules.max_restarts, self.note)
-        finally:
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
         if self._signal is not None:
             self.note(f"stopped every task on {signal.Signals(self._signal).name}")
         elif self.failure is not None and code != 0:

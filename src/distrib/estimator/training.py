@@ -73,10 +73,7 @@ class TrainSpec(_TrainSpecFields):
 
     @classmethod
     def _validated(cls, spec: TrainSpec) -> TrainSpec:
-        if not callable(spec.input_fn):
-            raise InvalidTypeError(explain("TrainSpec input_fn", spec.input_fn, "`input_fn` "
-                                           f"must be callable, given: {spec.input_fn!r}",
-                                           "pass the training input function"))
+        _input_fn("TrainSpec", spec.input_fn, "pass the training input function")
         _positive("TrainSpec max_steps", spec.max_steps)
         return spec._replace(hooks=tuple(check_hooks(spec.hooks, "TrainSpec hooks")),
                              saving_listeners=tuple(spec.saving_listeners or ()))
@@ -107,10 +104,7 @@ class EvalSpec(_EvalSpecFields):
 
     @classmethod
     def _validated(cls, spec: EvalSpec) -> EvalSpec:
-        if not callable(spec.input_fn):
-            raise InvalidTypeError(explain("EvalSpec input_fn", spec.input_fn, "`input_fn` "
-                                           f"must be callable, given: {spec.input_fn!r}",
-                                           "pass the evaluation input function"))
+        _input_fn("EvalSpec", spec.input_fn, "pass the evaluation input function")
         _positive("EvalSpec steps", spec.steps)
         if spec.name is not None and not isinstance(spec.name, str):
             raise InvalidTypeError(explain("EvalSpec name", spec.name, "`name` must be "
@@ -123,6 +117,12 @@ class EvalSpec(_EvalSpecFields):
                                          f">= 0, given: {value}", "pass 0 or more seconds"))
         return spec._replace(hooks=tuple(check_hooks(spec.hooks, "EvalSpec hooks")),
                              exporters=check_exporters(spec.exporters))
+
+
+def _input_fn(spec: str, input_fn: Any, fix: str) -> None:
+    if not callable(input_fn):
+        raise InvalidTypeError(explain(f"{spec} input_fn", input_fn, "`input_fn` must be "
+                                       f"callable, given: {input_fn!r}", fix))
 
 
 def _positive(name: str, value: Any) -> None:

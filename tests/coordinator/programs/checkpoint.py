@@ -12,34 +12,20 @@ import sys
 from pathlib import Path
 
 import torch
-from torch import nn
+from ps_setup import batches, build, ps_strategy, sgd, train_step
 
 import distrib
 from distrib.coordinator import ClusterCoordinator
 
-BATCH = 8
-
-
-def train_step(net: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
-               y: torch.Tensor) -> torch.Tensor:
-    loss = nn.functional.cross_entropy(net(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss.detach()
-
 
 def main() -> None:
-    strategy = distrib.ParameterServerStrategy(
-        variable_partitioner=distrib.FixedShardsPartitioner(2))
+    strategy = ps_strategy()
     torch.manual_seed(0)
     with strategy.scope():
-        net = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).double()
-        opt = torch.optim.SGD(net.parameters(), lr=0.2, momentum=0.9)
+        net = build()
+        opt = sgd(net)
         checkpoint = distrib.Checkpoint(model=net, optimizer=opt)
-    gen = torch.Generator().manual_seed(1)
-    data = [(torch.randn(BATCH, 6, dtype=torch.float64, generator=gen),
-             torch.randint(0, 3, (BATCH,), generator=gen)) for _ in range(6)]
+    data = batches(6)
     coordinator = ClusterCoordinator(strategy)
 
     def train() -> list[torch.Tensor]:

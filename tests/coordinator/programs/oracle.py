@@ -11,45 +11,28 @@ import sys
 from pathlib import Path
 
 import torch
-from torch import nn
+from ps_setup import batches, build, ps_strategy, sgd, train_step
 
-import distrib
 from distrib.coordinator import ClusterCoordinator
 
-STEPS, BATCH = 12, 8
-
-
-def build() -> nn.Module:
-    return nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).double()
-
-
-def train_step(net: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
-               y: torch.Tensor) -> torch.Tensor:
-    loss = nn.functional.cross_entropy(net(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss.detach()
+STEPS = 12
 
 
 def main() -> None:
-    strategy = distrib.ParameterServerStrategy(
-        variable_partitioner=distrib.FixedShardsPartitioner(2))
+    strategy = ps_strategy()
     torch.manual_seed(0)
     with strategy.scope():
         net = build()
-        opt = torch.optim.SGD(net.parameters(), lr=0.2, momentum=0.9)
+        opt = sgd(net)
     initial = copy.deepcopy(net.state_dict())
-    gen = torch.Generator().manual_seed(1)
-    data = [(torch.randn(BATCH, 6, dtype=torch.float64, generator=gen),
-             torch.randint(0, 3, (BATCH,), generator=gen)) for _ in range(STEPS)]
+    data = batches(STEPS)
     coordinator = ClusterCoordinator(strategy)
     losses = [coordinator.schedule(train_step, args=(net, opt, x, y)) for x, y in data]
     coordinator.join()
 
     oracle = build()
     oracle.load_state_dict(initial)
-    oracle_opt = torch.optim.SGD(oracle.parameters(), lr=0.2, momentum=0.9)
+    oracle_opt = sgd(oracle)
     oracle_losses = [float(train_step(oracle, oracle_opt, x, y)) for x, y in data]
     saved = strategy.extended.module_state_dict(net)
     report = {

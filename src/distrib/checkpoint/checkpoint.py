@@ -41,7 +41,7 @@ from distrib.distribute import context
 from distrib.distribute.group import ExtendedLike, ReplicaGroupInfo
 from distrib.errors import CheckpointError, ContextError, InvalidTypeError, UsageError, explain
 
-__all__ = ["Checkpoint", "CheckpointOptions", "agree_failures", "agree_counts", "check_options"]
+__all__ = ["Checkpoint", "CheckpointOptions", "check_options"]
 
 FORMAT, VERSION = "distrib.checkpoint", 1
 _DOC = "__distrib__/checkpoint"
@@ -97,19 +97,6 @@ class CheckpointOptions:
         self.enable_async = experimental_enable_async_checkpoint or enable_async
 
     experimental_enable_async_checkpoint = property(lambda self: self.enable_async)
-
-
-def agree_counts(group: ReplicaGroupInfo, *flags: bool) -> list[int]:
-    """For each flag, how many replicas raise it (one small all-reduce; every replica calls)."""
-    if group.num_replicas_in_sync == 1:
-        return [int(f) for f in flags]
-    vec = torch.tensor([1 if f else 0 for f in flags], dtype=torch.int64)
-    return [int(v) for v in group.all_reduce_sum(vec).tolist()]
-
-
-def agree_failures(group: ReplicaGroupInfo, failed: bool) -> int:
-    """The number of replicas that report ``failed`` (one small all-reduce; every replica calls)."""
-    return agree_counts(group, failed)[0]
 
 
 def _resolve_strategy(objects: Mapping[str, Any]) -> Any:
@@ -307,7 +294,7 @@ class Checkpoint:
         chief = group.replica_id == 0
         path = os.path.abspath(os.fspath(path))
         problem = check_replaceable(path) if chief else None
-        if agree_failures(group, problem is not None):
+        if group.count(problem is not None):
             raise CheckpointError(explain(
                 "checkpoint path", path, f"cannot be written: {problem or 'see the chief'}",
                 "pass a path of its own for the checkpoint (e.g. 'ckpt/ckpt'), or remove "
@@ -328,7 +315,7 @@ class Checkpoint:
             job(tensors)
         except Exception as exc:  # every replica learns of it below
             error = exc
-        failed = agree_failures(group, error is not None)
+        failed = group.count(error is not None)
         if error is not None:
             raise error
         if failed:
@@ -365,7 +352,7 @@ class Checkpoint:
                 clear_partial(path)
             except OSError as exc:
                 error = exc
-        if agree_failures(group, error is not None):
+        if group.count(error is not None):
             raise CheckpointError(explain(
                 "checkpoint", path, "could not be written: the partial directory a "
                 f"crashed writer left could not be removed ({error or 'see the chief'})",
@@ -412,7 +399,7 @@ class Checkpoint:
                 "pass the path save() returned, or distrib.train.latest_checkpoint(directory)"))
         path = os.path.abspath(os.fspath(save_path))
         prepared, error = self._prepare(path)
-        failed = agree_failures(self._extended().replica_group, error is not None)
+        failed = self._extended().replica_group.count(error is not None)
         if error is not None:
             raise error
         if failed or prepared is None:

@@ -25,12 +25,7 @@ from typing import Any
 
 import torch
 
-from distrib.checkpoint.checkpoint import (
-    Checkpoint,
-    CheckpointOptions,
-    agree_counts,
-    agree_failures,
-)
+from distrib.checkpoint.checkpoint import Checkpoint, CheckpointOptions
 from distrib.checkpoint.statefile import STATE_FILE, CheckpointState, read_state, write_state
 from distrib.checkpoint.storage import check_writable, remove_directory
 from distrib.errors import CheckpointError, CheckpointMismatchError, UsageError, explain, warn
@@ -211,7 +206,7 @@ class CheckpointManager:
     def _check_directory(self) -> None:
         group = self._checkpoint._extended().replica_group
         problem = check_writable(self._directory) if group.replica_id == 0 else None
-        if agree_failures(group, problem is not None):
+        if group.count(problem is not None):
             raise CheckpointError(explain(
                 "checkpoint directory", self._directory,
                 f"is not writable{f' ({problem})' if problem else ' (see the chief)'}",
@@ -329,7 +324,7 @@ class CheckpointManager:
         for path in reversed(self.checkpoints):
             prepared, error = ckpt._prepare(path)
             mismatched = not isinstance(error, CheckpointError) and error is not None
-            failed, refused = agree_counts(group, error is not None, mismatched)
+            failed, refused = group.counts([error is not None, mismatched])
             if refused:
                 raise error if mismatched and error is not None else CheckpointMismatchError(
                     f"Checkpoint {path} does not match the objects it is restored into "

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from distrib.checkpoint.checkpoint import Checkpoint, agree_failures
+from distrib.checkpoint.checkpoint import Checkpoint
 from distrib.checkpoint.manager import CheckpointManager
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import InvalidTypeError, UsageError, explain
@@ -132,7 +132,7 @@ class PreemptionWatcher:
 
     def agreed(self) -> bool:
         """True on every replica when any replica has received the notice (a collective)."""
-        return agree_failures(self._group, self._noticed.is_set()) > 0
+        return self._group.any(self._noticed.is_set())
 
     def close(self) -> None:
         """Stop watching (the previous SIGTERM handler is put back)."""

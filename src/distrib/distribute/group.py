@@ -136,15 +136,25 @@ class ReplicaGroupInfo:
         return bool(int(t[0]) > 0)
 
     def count(self, n: int) -> int:
-        """The sum of ``n`` over the replicas (rows of a step, replicas that agree...).
+        """The sum of ``n`` over the replicas (rows of a step, replicas that failed...).
 
         Example:
             >>> ReplicaGroupInfo.single().count(3)
             3
         """
+        return self.counts([n])[0]
+
+    def counts(self, values: Sequence[int]) -> list[int]:
+        """:meth:`count` of several values at once (one all-reduce).
+
+        Example:
+            >>> ReplicaGroupInfo.single().counts([True, False, 2])
+            [1, 0, 2]
+        """
         if self.num_replicas_in_sync == 1:
-            return int(n)
-        return int(self.all_reduce_sum(torch.tensor([int(n)], dtype=torch.int64))[0])
+            return [int(v) for v in values]
+        vec = torch.tensor([int(v) for v in values], dtype=torch.int64)
+        return [int(v) for v in self.all_reduce_sum(vec).tolist()]
 
     def each(self, values: Sequence[int]) -> list[list[int]]:
         """Every replica's ``values`` (ints of the same length on all), by replica id: one
@@ -171,6 +181,26 @@ class ReplicaGroupInfo:
         if self.num_replicas_in_sync == 1:
             return int(value)
         return int(self.all_gather(torch.tensor([int(value)], dtype=torch.int64), 0)[0])
+
+    def chief_text(self, text: str | None, limit: int = 4096) -> str | None:
+        """The chief's ``text`` (None stays None; at most ``limit`` UTF-8 bytes) on every
+        replica: sent as bytes in an int64 tensor (one all-reduce), never pickled.
+
+        Example:
+            >>> ReplicaGroupInfo.single().chief_text("model.ckpt-100")
+            'model.ckpt-100'
+        """
+        if self.num_replicas_in_sync == 1:
+            return text
+        data = torch.zeros(limit + 1, dtype=torch.int64)
+        if self.is_chief and text is not None:
+            raw = text.encode()[:limit]
+            data[0] = 1
+            data[1:len(raw) + 1] = torch.tensor(list(raw), dtype=torch.int64)
+        data = self.all_reduce_sum(data)
+        if int(data[0]) == 0:
+            return None
+        return bytes(int(b) for b in data[1:].tolist() if b).decode(errors="replace")
 
     def digest_equal(self, digest: int) -> list[int]:
         """The replica ids whose ``digest`` differs from the chief's (empty when every

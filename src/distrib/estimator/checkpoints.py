@@ -26,34 +26,13 @@ import torch
 
 from distrib.checkpoint import Checkpoint, CheckpointManager, latest_checkpoint
 from distrib.checkpoint.storage import read_directory, read_tensor_metadata
+from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import UsageError, explain
 
-__all__ = ["ModelCheckpoints", "BASENAME", "step_of", "variable_names", "variable_value",
-           "agree_text"]
+__all__ = ["ModelCheckpoints", "BASENAME", "step_of", "variable_names", "variable_value"]
 
 BASENAME = "model.ckpt"
 _INTERNAL = ("__distrib__/", "__replica__/")
-_TEXT_BYTES = 4096
-
-
-def agree_text(group: Any, text: str | None) -> str | None:
-    """The chief's ``text`` (None stays None) on every replica of ``group``.
-
-    Sent as bytes in an int64 tensor (one all-reduce), never pickled.  Decisions that
-    come from files (which checkpoint is newest) are taken from the chief's view, so
-    every replica takes the same one.
-    """
-    if group.num_replicas_in_sync == 1:
-        return text
-    data = torch.zeros(_TEXT_BYTES + 1, dtype=torch.int64)
-    if group.is_chief and text is not None:
-        raw = text.encode()[:_TEXT_BYTES]
-        data[0] = 1
-        data[1:len(raw) + 1] = torch.tensor(list(raw), dtype=torch.int64)
-    data = group.all_reduce_sum(data)
-    if int(data[0]) == 0:
-        return None
-    return bytes(int(b) for b in data[1:].tolist() if b).decode()
 
 
 
@@ -160,9 +139,9 @@ class ModelCheckpoints:
 
     def latest(self) -> str | None:
         """The newest complete checkpoint of the model directory, as the chief sees it."""
-        group = self._strategy.extended.replica_group
+        group: ReplicaGroupInfo = self._strategy.extended.replica_group
         local = latest_checkpoint(self.model_dir) if group.is_chief else None
-        return agree_text(group, local)
+        return group.chief_text(local)
 
     def restore(self, path: str) -> int:
         """Load ``path`` into the tracked objects (every replica calls); returns its global step."""

@@ -34,7 +34,6 @@ from distrib.distribute import get_strategy
 from distrib.engine import collective_call, collective_iterator
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.estimator.checkpoints import (
-    agree_text,
     step_of,
     variable_names,
     variable_value,
@@ -78,7 +77,7 @@ def _model_dir(model_dir: Any, config: RunConfig, strategy: Any) -> str:
                                  "pass a directory, or None for a temporary one"))
     if chosen is None:
         made = tempfile.mkdtemp() if strategy.extended.replica_group.is_chief else None
-        chosen = agree_text(strategy.extended.replica_group, made)
+        chosen = strategy.extended.replica_group.chief_text(made)
         if strategy.extended.should_save_summary:
             _log.warning("Using temporary folder as model directory: %s", chosen)
     return str(chosen)

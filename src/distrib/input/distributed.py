@@ -260,9 +260,7 @@ class DistributedIterator(Iterator[Any]):
             return total
         local = self._plan.local_steps()
         mine = local if local < 0 else max(0, local - self._pos)
-        vec = torch.zeros(r, dtype=torch.int64)
-        vec[self._group.replica_id] = mine
-        counts = [int(c) for c in self._group.all_reduce_sum(vec).tolist()]
+        counts = [c for (c,) in self._group.each([mine])]
         if UNKNOWN in counts:
             return None
         finite = [c for c in counts if c != INFINITE]

@@ -25,7 +25,8 @@ from distrib.comm.collectives import check_same_signature
 from distrib.comm.ops import ReduceOp
 from distrib.nest import map_structure
 
-__all__ = ["ReplicaGroupInfo", "StrategyLike", "ExtendedLike", "WrappedOptimizer", "AnyOptimizer"]
+__all__ = ["ReplicaGroupInfo", "StrategyLike", "ExtendedLike", "WrappedOptimizer", "AnyOptimizer",
+           "gather_lists"]
 
 
 def _identity(t: torch.Tensor) -> torch.Tensor:
@@ -171,6 +172,18 @@ class ReplicaGroupInfo:
         vec[self.replica_id] = torch.tensor([int(v) for v in values], dtype=torch.int64)
         return [[int(v) for v in row] for row in self.all_reduce_sum(vec).tolist()]
 
+    def each_list(self, values: Sequence[int]) -> list[list[int]]:
+        """Every replica's ``values`` (ints; the lengths may differ), by replica id: one
+        all-gather (:func:`gather_lists`).
+
+        Example:
+            >>> ReplicaGroupInfo.single().each_list([3, 1, 4])
+            [[3, 1, 4]]
+        """
+        if self.num_replicas_in_sync == 1:
+            return [[int(v) for v in values]]
+        return gather_lists(self.all_gather, values)
+
     def chief_value(self, value: int) -> int:
         """The chief's ``value`` on every replica (a seed, the chief's clock).
 
@@ -212,6 +225,20 @@ class ReplicaGroupInfo:
         """
         every = self.each([digest])
         return [r for r, (d,) in enumerate(every) if d != every[0][0]]
+
+
+def gather_lists(all_gather: Callable[[torch.Tensor, int], torch.Tensor],
+                 values: Sequence[int]) -> list[list[int]]:
+    """Every replica's ``values`` through ``all_gather`` (a replica group's): each sends
+    ``[len, *values]``, so the lengths may differ; every replica must call it."""
+    every = all_gather(torch.tensor([len(values), *values], dtype=torch.int64), 0).tolist()
+    out: list[list[int]] = []
+    pos = 0
+    while pos < len(every):
+        n = int(every[pos])
+        out.append([int(v) for v in every[pos + 1:pos + 1 + n]])
+        pos += 1 + n
+    return out
 
 
 class WrappedOptimizer(Protocol):

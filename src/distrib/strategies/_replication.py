@@ -57,6 +57,7 @@ from torch.nn.modules.lazy import LazyModuleMixin
 from torch.nn.parameter import is_lazy
 
 from distrib.comm import collectives, torch_adapter
+from distrib.distribute.group import gather_lists
 from distrib.errors import UsageError, explain
 from distrib.strategies._scope_tracker import Gather, untracked
 
@@ -198,9 +199,8 @@ def _agree_on_trainable(all_gather: Gather | None, params: list[nn.Parameter],
     """Raise on every replica unless all of them train the same parameters."""
     if all_gather is None:
         return
-    mine = torch.tensor([_flags_hash(params, flags), sum(flags), len(flags)], dtype=torch.int64)
     with guard("checking that every replica trains the same parameters"):
-        every = all_gather(mine, 0).view(-1, 3).tolist()
+        every = gather_lists(all_gather, [_flags_hash(params, flags), sum(flags), len(flags)])
     if all(row[0] == every[0][0] for row in every):
         return
     sets = ", ".join(f"replica {r}: {row[1]} of {row[2]} parameters train"

@@ -38,6 +38,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_mod
 
+from distrib.distribute.group import gather_lists
+
 __all__ = ["Gather", "ModuleTracker", "untracked"]
 
 #: A replica group's all-gather: ``all_gather(tensor, axis)``.
@@ -132,13 +134,7 @@ class ModuleTracker:
 
 def _alive_everywhere(all_gather: Gather, keys: list[int]) -> set[int]:
     """The keys in every replica's list: one all-gather of ``[count, keys...]`` each."""
-    mine = torch.tensor([len(keys), *keys], dtype=torch.int64)
-    every = all_gather(mine, 0).tolist()
-    lists, pos = [], 0
-    while pos < len(every):
-        count = every[pos]
-        lists.append(set(every[pos + 1:pos + 1 + count]))
-        pos += 1 + count
+    lists = [set(keys) for keys in gather_lists(all_gather, keys)]
     return set.intersection(*lists) if lists else set()
 
 

@@ -105,13 +105,7 @@ def check_same_arrays(strategy: Any, named: dict[str, Any], what: str = "arrays"
     if replicas == 1:
         return
     leaves = _leaves(named)
-    mine = torch.tensor([len(leaves), *[checksum(v) for _, v in leaves]], dtype=torch.int64)
-    every = strategy.extended.replica_group.all_gather(mine, 0).tolist()
-    rows, pos = [], 0
-    for _ in range(replicas):
-        n = int(every[pos])
-        rows.append(every[pos + 1:pos + 1 + n])
-        pos += 1 + n
+    rows = strategy.extended.replica_group.each_list([checksum(v) for _, v in leaves])
     differing = [r for r in range(replicas) if rows[r] != rows[0]]
     if not differing:
         return

@@ -33,9 +33,13 @@ import optree
 from distrib.errors import UsageError, explain
 
 __all__ = ["flatten", "tree_flatten", "tree_unflatten", "pack_sequence_as", "map_structure",
-           "assert_same_structure", "is_nested", "TreeSpec"]
+           "assert_same_structure", "is_nested", "TreeSpec", "Nest"]
 
 TreeSpec = optree.PyTreeSpec
+#: A value of any structure this module walks: a tensor, array, number, string or
+#: ``None``, or tuples, lists and dicts of them (a batch, ``strategy.run``'s arguments
+#: and results, a ``model_fn``'s features).  Its leaves are the user's, so any type.
+Nest = Any
 _NAMESPACE = "distrib"
 
 

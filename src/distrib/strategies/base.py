@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
+from distrib.cluster import ClusterResolver
 from distrib.comm.ops import ReduceOp
 from distrib.distribute import context
 from distrib.distribute.replica_context import ValueContext
@@ -33,8 +34,9 @@ from distrib.distribute.values import (
     wrap_nest,
 )
 from distrib.errors import ContextError, InvalidTypeError, UsageError, explain
-from distrib.nest import map_structure
-from distrib.strategies.extended import StrategyExtended
+from distrib.input import DistributedDataset, InputContext, InputOptions
+from distrib.nest import Nest, map_structure
+from distrib.strategies.extended import DatasetT, InputT, StrategyExtended
 
 __all__ = ["Strategy", "StrategyExtended"]
 
@@ -60,14 +62,14 @@ class Strategy:
         return self._extended._num_replicas
 
     @property
-    def cluster_resolver(self) -> Any:
+    def cluster_resolver(self) -> ClusterResolver | None:
         """The cluster resolver (None when the strategy has no cluster)."""
         return self._extended._cluster_resolver
 
-    def __copy__(self) -> Any:
+    def __copy__(self) -> NoReturn:
         raise ContextError("Must only deepcopy DistributionStrategy.")
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+    def __deepcopy__(self, memo: dict[int, object]) -> NoReturn:
         raise ContextError(f"{type(self).__name__} cannot be copied: it owns this process's "
                            "place in the replica group. Fix: pass the strategy itself around.")
 
@@ -90,8 +92,8 @@ class Strategy:
             self._extended._exit_scope()
 
     # ----------------------------------------------------------------- run
-    def run(self, fn: Callable[..., Any], args: Any = (), kwargs: dict[str, Any] | None = None,
-            options: Any = None) -> Any:
+    def run(self, fn: Callable[..., Nest], args: list[Nest] | tuple[Nest, ...] = (),
+            kwargs: Mapping[str, Nest] | None = None, options: object = None) -> Nest:
         """Run ``fn`` on this process's replica in replica context.
 
         Distributed arguments are unwrapped to this replica's component; the result
@@ -140,8 +142,8 @@ class Strategy:
                 " Fix: call it on the value that `strategy.run` returned, or use "
                 "`distrib.get_replica_context().all_reduce(...)` inside the replica function.")
 
-    def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | tuple[int, ...] | None
-               ) -> Any:
+    def reduce(self, reduce_op: ReduceOp | str, value: Nest, axis: int | tuple[int, ...] | None
+               ) -> Nest:
         """Reduce a per-replica value across replicas (and along ``axis`` if given).
 
         ``axis`` with MEAN divides by the true global number of elements, so a
@@ -204,7 +206,7 @@ class Strategy:
         result = (red[:-1] / red[-1]).reshape(numer.shape)
         return result.to(numer.dtype) if numer.is_floating_point() else result
 
-    def gather(self, value: Any, axis: int) -> Any:
+    def gather(self, value: Nest, axis: int) -> Nest:
         """Concatenate every replica's component along ``axis`` (cross-replica context only).
 
         Example: four replicas each holding shape ``(1, 2, 3)`` give ``(4, 2, 3)`` for
@@ -218,7 +220,7 @@ class Strategy:
         return map_structure(lambda x: group.all_gather(_rank_one(unwrap(x)), axis), value)
 
     # ---------------------------------------------------------- values
-    def experimental_local_results(self, value: Any) -> tuple[Any, ...]:
+    def experimental_local_results(self, value: Nest) -> tuple[Nest, ...]:
         """The components of ``value`` for this process's replicas, as a tuple.
 
         Example:
@@ -229,7 +231,7 @@ class Strategy:
         return local_results(value)
 
     def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext],
-                                                                             Any]) -> Any:
+                                                                             Nest]) -> Nest:
         """``value_fn(ValueContext(replica_id, R))`` for this replica, as a ``PerReplica``."""
         if not callable(value_fn):
             raise UsageError(explain("value_fn", value_fn, "must be callable",
@@ -239,12 +241,15 @@ class Strategy:
         return wrap_nest(out) if ext._wrap else out
 
     # ------------------------------------------------------------- input
-    def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
+    def experimental_distribute_dataset(self, dataset: DatasetT,
+                                        options: InputOptions | None = None
+                                        ) -> DistributedDataset | DatasetT:
         """Split every global batch of ``dataset`` across the replicas."""
         return self._extended.distribute_dataset(dataset, options)
 
-    def distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
-                                          options: Any = None) -> Any:
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], InputT],
+                                          options: InputOptions | None = None
+                                          ) -> DistributedDataset | InputT:
         """Build one input pipeline per worker with ``dataset_fn(InputContext)``."""
         return self._extended.distribute_datasets_from_function(dataset_fn, options)
 

@@ -54,7 +54,7 @@ from torch import nn
 from distrib.cluster import ClusterResolver, ClusterSpec
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import ConfigError, explain
-from distrib.input import InputContext
+from distrib.input import DistributedDataset, InputContext, InputOptions
 from distrib.mixed_precision import LossScaleOptimizer
 from distrib.rpc.placement import Placer
 from distrib.rpc.transport import startup_timeout
@@ -62,7 +62,7 @@ from distrib.rpc.variables import VariableClient
 from distrib.strategies._processes import checked_options
 from distrib.strategies._ps_session import CHIEF, PsSession, secret
 from distrib.strategies.base import Strategy, StrategyExtended
-from distrib.strategies.extended import OptimizerT
+from distrib.strategies.extended import DatasetT, InputT, OptimizerT
 
 __all__ = ["BetweenGraphStrategy", "BetweenGraphExtended", "CHIEF", "secret"]
 
@@ -187,11 +187,13 @@ class BetweenGraphExtended(StrategyExtended):
                 self._send_hyper(entry[0], optimizer)
                 self._push_slots(entry[0], optimizer)
 
-    def _distribute_dataset(self, dataset: Any, options: Any) -> Any:
+    def _distribute_dataset(self, dataset: DatasetT, options: InputOptions | None
+                            ) -> DistributedDataset | DatasetT:
         return dataset  # every task reads its own input (shard it by task to split it)
 
-    def _distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
-                                           options: Any) -> Any:
+    def _distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], InputT],
+                                           options: InputOptions | None
+                                           ) -> DistributedDataset | InputT:
         return dataset_fn(InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                        num_replicas_in_sync=1))
 

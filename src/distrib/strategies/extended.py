@@ -14,15 +14,18 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
+from distrib.cluster import ClusterResolver
 from distrib.comm import collectives
 from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationOptions, ReduceOp
+from distrib.data import Dataset
 from distrib.distribute import context
 from distrib.distribute.group import AnyOptimizer, ReplicaGroupInfo
 from distrib.distribute.replica_context import ReplicaContext
@@ -35,6 +38,7 @@ from distrib.input import (
     distribute_dataset,
     distribute_datasets_from_function,
 )
+from distrib.nest import Nest
 from distrib.strategies._optimizer_steps import OptimizerSteps, OptimizerT
 from distrib.strategies._replication import is_replicated, keeps_in_sync, replicate_module
 from distrib.strategies._scope_tracker import Gather, ModuleTracker
@@ -42,7 +46,26 @@ from distrib.strategies._scope_tracker import Gather, ModuleTracker
 if TYPE_CHECKING:
     from distrib.strategies.base import Strategy
 
-__all__ = ["StrategyExtended", "OptimizerT"]
+__all__ = ["StrategyExtended", "OptimizerT", "DatasetT", "InputT", "ResultT", "StepRunner"]
+
+#: A dataset batched by the global batch size, as ``distribute_dataset`` takes it (a
+#: ``distrib.data.Dataset`` or a ``DataLoader``); what a strategy gives back when each
+#: worker reads all of its input (parameter servers) is the same object.
+DatasetT = TypeVar("DatasetT", bound="Dataset | DataLoader[Any]")
+#: What ``dataset_fn`` of ``distribute_datasets_from_function`` returns (a dataset, or
+#: anything ``distrib.input.as_dataset`` turns into one).
+InputT = TypeVar("InputT")
+#: What a replica function returns.
+ResultT = TypeVar("ResultT")
+_ResultT_co = TypeVar("_ResultT_co", covariant=True)
+
+
+class StepRunner(Protocol[_ResultT_co]):
+    """A replica function prepared to run as this replica's step (:meth:`StrategyExtended.step_runner`)."""
+
+    def __call__(self, args: tuple[Any, ...], global_batch_size: int | None = None
+                 ) -> _ResultT_co: ...
+
 
 # Every step runs when it is called: nothing to do around an execution (reusable, reentrant).
 _EAGER_EXECUTION: contextlib.nullcontext[None] = contextlib.nullcontext()
@@ -113,7 +136,7 @@ class StrategyExtended(OptimizerSteps):
 
     def __init__(self, comm: Communicator | None, device: torch.device,
                  worker_devices: tuple[str, ...], wrap: bool,
-                 cluster_resolver: Any = None,
+                 cluster_resolver: ClusterResolver | None = None,
                  options: CommunicationOptions | None = None) -> None:
         self._strategy: Strategy | None = None
         self._comm = comm
@@ -189,11 +212,11 @@ class StrategyExtended(OptimizerSteps):
         return self._group.num_workers > 1
 
     # ----------------------------------------------------------- collectives
-    def _guard(self, what: str) -> Any:
+    def _guard(self, what: str) -> contextlib.AbstractContextManager[None]:
         return self._comm.guard(what) if self._comm is not None else contextlib.nullcontext()
 
-    def reduce_to(self, reduce_op: ReduceOp | str, value: Any, destinations: Any = None,
-                  options: CommunicationOptions | None = None) -> Any:
+    def reduce_to(self, reduce_op: ReduceOp | str, value: Nest, destinations: object = None,
+                  options: CommunicationOptions | None = None) -> Mirrored:
         """Reduce ``value`` across replicas; the result is :class:`Mirrored` (TF's ``reduce_to``)."""
         op = ReduceOp.from_value(reduce_op)
         if isinstance(value, Mirrored) and op is ReduceOp.MEAN:
@@ -202,15 +225,16 @@ class StrategyExtended(OptimizerSteps):
         self._group.check_signature("reduce_to", local, ())
         return Mirrored((self._group.all_reduce(op, local),))
 
-    def batch_reduce_to(self, reduce_op: ReduceOp | str, value_destination_pairs: list[Any],
-                        options: CommunicationOptions | None = None) -> list[Any]:
+    def batch_reduce_to(self, reduce_op: ReduceOp | str,
+                        value_destination_pairs: list[tuple[Nest, object]],
+                        options: CommunicationOptions | None = None) -> list[Mirrored]:
         """:meth:`reduce_to` for a list of ``(value, destinations)`` pairs."""
         return [self.reduce_to(reduce_op, v, d, options) for v, d in value_destination_pairs]
 
     # ------------------------------------------------------------ running steps
-    def call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
-                              kwargs: dict[str, Any] | None = None, *,
-                              global_batch_size: int | None = None) -> Any:
+    def call_for_each_replica(self, fn: Callable[..., ResultT], args: tuple[Nest, ...] = (),
+                              kwargs: Mapping[str, Nest] | None = None, *,
+                              global_batch_size: int | None = None) -> ResultT:
         """Run ``fn`` on this process's replica in replica context; returns its raw result.
 
         ``args`` and ``kwargs`` are unwrapped to this replica's components.
@@ -221,8 +245,9 @@ class StrategyExtended(OptimizerSteps):
         return self._call_for_each_replica(fn, unwrap(tuple(args)),
                                            unwrap(kwargs) if kwargs else {}, global_batch_size)
 
-    def _call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                               kwargs: dict[str, Any], global_batch_size: int | None) -> Any:
+    def _call_for_each_replica(self, fn: Callable[..., ResultT], args: tuple[Nest, ...],
+                               kwargs: dict[str, Nest], global_batch_size: int | None
+                               ) -> ResultT:
         strategy = self._strategy
         assert strategy is not None
         ctx = ReplicaContext(strategy, self._group.replica_id, global_batch_size)
@@ -232,7 +257,7 @@ class StrategyExtended(OptimizerSteps):
         with context.enter(strategy, ctx), self._comm.guard("running the replica function"):
             return fn(*args, **kwargs)
 
-    def step_runner(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def step_runner(self, fn: Callable[..., ResultT]) -> StepRunner[ResultT]:
         """``fn`` prepared to run as this replica's step many times.
 
         ``runner(args, global_batch_size)`` is
@@ -249,15 +274,15 @@ class StrategyExtended(OptimizerSteps):
         """
         return self._step_runner(fn)
 
-    def _step_runner(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def _step_runner(self, fn: Callable[..., ResultT]) -> StepRunner[ResultT]:
         strategy = self._strategy
         assert strategy is not None
-        step = context.ReplicaStep(strategy, self._group.replica_id, fn)
+        step: StepRunner[ResultT] = context.ReplicaStep(strategy, self._group.replica_id, fn)
         comm = self._comm
         if comm is None:  # a group of one: no collective to guard
             return step
 
-        def guarded(args: tuple[Any, ...], global_batch_size: int | None = None) -> Any:
+        def guarded(args: tuple[Nest, ...], global_batch_size: int | None = None) -> ResultT:
             with comm.guard("running the replica function"):
                 return step(args, global_batch_size)
         return guarded
@@ -282,25 +307,27 @@ class StrategyExtended(OptimizerSteps):
         return _EAGER_EXECUTION
 
     # ------------------------------------------------------------------ input
-    def distribute_dataset(self, dataset: Any, options: InputOptions | None = None) -> Any:
+    def distribute_dataset(self, dataset: DatasetT, options: InputOptions | None = None
+                           ) -> DistributedDataset | DatasetT:
         """This strategy's distributed form of a globally batched ``dataset`` (a
         ``distrib.data.Dataset`` or a ``DataLoader``): a ``DistributedDataset`` for the
         synchronous strategies, the dataset itself where each worker reads all of it
         (parameter servers)."""
         return self._distribute_dataset(dataset, options)
 
-    def _distribute_dataset(self, dataset: Any, options: InputOptions | None
-                            ) -> DistributedDataset:
+    def _distribute_dataset(self, dataset: DatasetT, options: InputOptions | None
+                            ) -> DistributedDataset | DatasetT:
         return distribute_dataset(dataset, self._group, options)
 
-    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
-                                          options: InputOptions | None = None) -> Any:
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], InputT],
+                                          options: InputOptions | None = None
+                                          ) -> DistributedDataset | InputT:
         """This strategy's input pipelines built by ``dataset_fn(InputContext)``."""
         return self._distribute_datasets_from_function(dataset_fn, options)
 
-    def _distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+    def _distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], InputT],
                                            options: InputOptions | None
-                                           ) -> DistributedDataset:
+                                           ) -> DistributedDataset | InputT:
         return distribute_datasets_from_function(dataset_fn, self._group, options)
 
     # ------------------------------------------------------ modules and state

@@ -42,7 +42,7 @@ from distrib.cluster.env import require_cluster_secret
 from distrib.cluster.roles import validate_cluster
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import ConfigError, UsageError, explain
-from distrib.input import InputContext
+from distrib.input import DistributedDataset, InputContext, InputOptions
 from distrib.rpc import pickling
 from distrib.rpc.auth import Authenticator
 from distrib.rpc.coordination import ClusterClient
@@ -60,6 +60,7 @@ from distrib.rpc.variables import (
 from distrib.strategies._processes import checked_options
 from distrib.strategies._ps_metrics import MetricIncrements
 from distrib.strategies.base import Strategy, StrategyExtended
+from distrib.strategies.extended import DatasetT, InputT
 
 __all__ = ["ParameterServerStrategy", "ParameterServerStrategyExtended"]
 
@@ -414,11 +415,13 @@ class ParameterServerStrategyExtended(StrategyExtended):
         return self._timeout
 
     # ------------------------------------------------------------------ input
-    def _distribute_dataset(self, dataset: Any, options: Any) -> Any:
+    def _distribute_dataset(self, dataset: DatasetT, options: InputOptions | None
+                            ) -> DistributedDataset | DatasetT:
         return dataset  # each worker reads the whole dataset (TF: no auto-sharding here)
 
-    def _distribute_datasets_from_function(self, dataset_fn: Callable[..., Any],
-                                           options: Any) -> Any:
+    def _distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], InputT],
+                                           options: InputOptions | None
+                                           ) -> DistributedDataset | InputT:
         return dataset_fn(InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                        num_replicas_in_sync=1))
 

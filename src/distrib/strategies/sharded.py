@@ -47,6 +47,7 @@ from distrib.comm import collectives
 from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import UsageError, explain
+from distrib.nest import Nest
 from distrib.strategies._dtensors import (
     check_mesh_size,
     explain_torch_error,
@@ -63,6 +64,7 @@ from distrib.strategies._gradient_sync import StepRecord
 from distrib.strategies._processes import checked_options, establish, select_devices
 from distrib.strategies._replication import is_replicated, lazy_parts, mark_replicated
 from distrib.strategies.base import Strategy, StrategyExtended
+from distrib.strategies.extended import OptimizerT, ResultT
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -272,8 +274,9 @@ class ShardedExtended(StrategyExtended):
         self._shardings += 1
         self.intercept_optimizer_steps()
 
-    def _call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                               kwargs: dict[str, Any], global_batch_size: int | None) -> Any:
+    def _call_for_each_replica(self, fn: Callable[..., ResultT], args: tuple[Nest, ...],
+                               kwargs: dict[str, Nest], global_batch_size: int | None
+                               ) -> ResultT:
         try:
             return super()._call_for_each_replica(fn, args, kwargs, global_batch_size)
         except (RuntimeError, AttributeError) as exc:
@@ -343,7 +346,7 @@ class ShardedExtended(StrategyExtended):
                 ours = ours or p in self._sharded
         return ours
 
-    def _setup_optimizer(self, optimizer: Any) -> Any:
+    def _setup_optimizer(self, optimizer: OptimizerT) -> OptimizerT:
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         if isinstance(inner, torch.optim.Optimizer) and self._switch_parameters(inner):
             self._records.pop(inner, None)  # made over the replaced parameters: renew it

@@ -44,10 +44,11 @@ from distrib.distribute.replica_context import ValueContext
 from distrib.distribute.values import wrap_nest
 from distrib.errors import ConfigError, InvalidTypeError, UsageError, explain
 from distrib.mixed_precision import LossScaleOptimizer
-from distrib.nest import map_structure
+from distrib.nest import Nest, map_structure
 from distrib.strategies._replication import mark_replicated
 from distrib.strategies._xla import XLAMesh
 from distrib.strategies.base import Strategy, StrategyExtended
+from distrib.strategies.extended import OptimizerT, ResultT, StepRunner
 
 __all__ = ["TPUStrategy", "initialize_tpu_system", "shutdown_tpu_system"]
 
@@ -116,7 +117,7 @@ class _TPUExtended(StrategyExtended):
         self._mesh.move_module(module)
         mark_replicated(module)
 
-    def _setup_optimizer(self, optimizer: Any) -> Any:
+    def _setup_optimizer(self, optimizer: OptimizerT) -> OptimizerT:
         if isinstance(optimizer, LossScaleOptimizer):
             raise UsageError(explain(
                 "optimizer", "LossScaleOptimizer",
@@ -130,14 +131,15 @@ class _TPUExtended(StrategyExtended):
         return {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v
                 for k, v in module.state_dict().items()}
 
-    def _call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                               kwargs: dict[str, Any], global_batch_size: int | None) -> Any:
+    def _call_for_each_replica(self, fn: Callable[..., ResultT], args: tuple[Nest, ...],
+                               kwargs: dict[str, Nest], global_batch_size: int | None
+                               ) -> ResultT:
         args, kwargs = self._mesh.replicate((args, kwargs))
         with self._execution():
             return super()._call_for_each_replica(fn, args, kwargs, global_batch_size)
 
-    def _step_runner(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def step(args: tuple[Any, ...], global_batch_size: int | None = None) -> Any:
+    def _step_runner(self, fn: Callable[..., ResultT]) -> StepRunner[ResultT]:
+        def step(args: tuple[Nest, ...], global_batch_size: int | None = None) -> ResultT:
             return self._call_for_each_replica(fn, args, {}, global_batch_size)
         return step
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from distrib.data import AutoShardPolicy, Dataset
+from distrib.data import AutoShardPolicy, Dataset, graph
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.errors import DataError, InvalidTypeError, UsageError, explain
 from distrib.input.context import (
@@ -108,7 +108,7 @@ def make_plan(dataset: Dataset, group: ReplicaGroupInfo) -> StepPlan:
 
     policy = dataset.options().experimental_distribute.auto_shard_policy
     ds, effective = apply_policy(dataset, policy, w, group.worker_index)
-    batched, global_batch, _ = dataset._batch_info()
+    batched, global_batch, _ = graph.batch_info(dataset)
     if r == 1:
         if not batched and group.devices_per_replica > 1:
             raise _call_batch_error(group.num_devices_in_sync)
@@ -153,7 +153,7 @@ def distribute_dataset(dataset: Any, group: ReplicaGroupInfo,
                 "distrib.input.as_dataset(x, y, batch_size=global_batch_size)"))
         dataset = as_dataset(dataset)
     plan = make_plan(dataset, group)
-    seed = _shared_seed(dataset._run_seed_value(), group)
+    seed = _shared_seed(graph.run_seed(dataset), group)
     return DistributedDataset(plan, group, options, seed)
 
 
@@ -204,6 +204,6 @@ def distribute_datasets_from_function(dataset_fn: Callable[[InputContext], Any],
                     worker_index=group.worker_index, local_replica_id=group.local_replica_id,
                     stride=stride, offset=offset, concat=concat, shared=r == 1,
                     portable=False)
-    seed = _shared_seed(dataset._run_seed_value(), group)
+    seed = _shared_seed(graph.run_seed(dataset), group)
     return DistributedDataset(plan, group, options, seed)
 

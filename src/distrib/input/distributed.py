@@ -33,9 +33,9 @@ from typing import Any
 
 import torch
 
-from distrib.data import _nest
-from distrib.data._plan import Ctx
-from distrib.data._prefetch import PrefetchIterator
+from distrib.data import graph
+from distrib.data.dataset import Dataset
+from distrib.data.graph import PrefetchIterator, ReadContext
 from distrib.data.options import INFINITE, UNKNOWN, TensorSpec
 from distrib.distribute.group import ReplicaGroupInfo
 from distrib.distribute.values import wrap_nest
@@ -75,12 +75,12 @@ class Optional:
 
 
 def _pin(batch: Any) -> Any:
-    return _nest.map_structure(
+    return graph.map_structure(
         lambda x: x.pin_memory() if isinstance(x, torch.Tensor) else x, batch)
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:
-    return _nest.map_structure(
+    return graph.map_structure(
         lambda x: x.to(device, non_blocking=True) if isinstance(x, torch.Tensor) else x, batch)
 
 
@@ -88,24 +88,24 @@ def _partial_batch_handling(plan: StepPlan, group: ReplicaGroupInfo) -> bool:
     """TF's ``_enable_get_next_as_optional``: replicas without data get empty batches until
     every replica is done — with several replicas and a finite dataset, on several
     workers, or on one when batches may differ in shape."""
-    return (plan.dataset._card() != INFINITE and group.num_replicas_in_sync > 1
+    return (graph.cardinality(plan.dataset) != INFINITE and group.num_replicas_in_sync > 1
             and (group.num_workers > 1 or not _static_shapes(plan.dataset)))
 
 
 def _ends_with_first_replica(plan: StepPlan, group: ReplicaGroupInfo) -> bool:
     """Without that handling (one worker, batches of static shape: ``drop_remainder``) the
     epoch ends at the first step where any replica has no batch, as in TF."""
-    return (group.num_replicas_in_sync > 1 and plan.dataset._card() != INFINITE
+    return (group.num_replicas_in_sync > 1 and graph.cardinality(plan.dataset) != INFINITE
             and not _partial_batch_handling(plan, group))
 
 
-def _static_shapes(dataset: Any) -> bool:
+def _static_shapes(dataset: Dataset) -> bool:
     """Whether every batch has the same, fully known shape (batched with drop_remainder)."""
-    batched, _, drop = dataset._batch_info()
+    batched, _, drop = graph.batch_info(dataset)
     if not (batched and drop):
         return False
     spec = dataset.element_spec
-    leaves = [s for s in _nest.flatten(spec) if s is not None]
+    leaves = [s for s in graph.flatten(spec) if s is not None]
     return spec is not None and all(None not in s.shape for s in leaves)
 
 
@@ -115,7 +115,7 @@ def _empty_from_spec(spec: Any, device: torch.device) -> Any:
             return None
         value = s.empty()
         return value.to(device) if isinstance(value, torch.Tensor) else value
-    return _nest.map_structure(leaf, spec)
+    return graph.map_structure(leaf, spec)
 
 
 class DistributedDataset:
@@ -149,7 +149,7 @@ class DistributedDataset:
             spec = self._plan.source.element_spec
         if self._plan.mode == "stride" or spec is None:
             return spec
-        return _nest.map_structure(
+        return graph.map_structure(
             lambda s: None if s is None or not s.shape else TensorSpec((None, *s.shape[1:]),
                                                                        s.dtype), spec)
 
@@ -271,7 +271,7 @@ class DistributedIterator(Iterator[Any]):
         return self._pos + max(counts)
 
     def _start_host(self) -> None:
-        ctx = Ctx(epoch=self._epoch, run_seed=self._ds._seed)
+        ctx = ReadContext(epoch=self._epoch, run_seed=self._ds._seed)
         plan, start, pin, digests = self._plan, self._pos, self._on_gpu, self._digests
 
         def produce() -> Iterator[Any]:
@@ -293,13 +293,13 @@ class DistributedIterator(Iterator[Any]):
 
     def _empty(self) -> Any:
         if self._template is not None:
-            return _nest.empty_like(self._template)
+            return graph.empty_like(self._template)
         spec = self._ds.element_spec
         if spec is None:
             raise DataError(explain("dataset", self._plan.dataset,
                                     "is empty on every replica's first step",
                                     "give the dataset at least one element"))
-        return _empty_from_spec(_nest.map_structure(
+        return _empty_from_spec(graph.map_structure(
             lambda s: s if s is None or s.shape else TensorSpec((None,), s.dtype), spec),
             self._device)
 

@@ -26,7 +26,7 @@ gathers only its own rows.
 Example:
     >>> plan = StepPlan(Dataset.range(6).batch(8), "split", num_replicas=2,
     ...                 local_replicas=2, local_replica_id=1)
-    >>> [b.tolist() for b in plan.items(Ctx(), 0)]
+    >>> [b.tolist() for b in plan.items(ReadContext(), 0)]
     [[3, 4, 5]]
 """
 
@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
-from distrib.data import _nest
-from distrib.data._plan import BatchRef, Ctx
+from distrib.data import graph
 from distrib.data.dataset import Dataset
+from distrib.data.graph import BatchRef, ReadContext
 from distrib.data.options import INFINITE, UNKNOWN
 from distrib.input.digest import WORKER_SCOPE, checked_step, digest_of
 
@@ -107,11 +107,11 @@ def _cycle(n: int) -> Iterator[int]:
 class _Reader:
     """Item ``k`` of a pipeline: by index when random access, else by streaming forward."""
 
-    def __init__(self, dataset: Dataset, ctx: Ctx) -> None:
+    def __init__(self, dataset: Dataset, ctx: ReadContext) -> None:
         self._ds = dataset
         self._ctx = ctx
-        self._card = dataset._card()
-        self._ra = dataset._kind is not None
+        self._cardinality = graph.cardinality(dataset)
+        self._ra = graph.is_random_access(dataset)
         self._it: Iterator[Any] | None = None
         self._next_index = 0
         self._last: tuple[int, Any] | None = None
@@ -119,14 +119,13 @@ class _Reader:
     def get(self, k: int) -> Any:
         """Item ``k`` (or ``_END``); ``k`` never decreases between calls."""
         if self._ra:
-            if self._card != INFINITE and k >= self._card:
+            if self._cardinality != INFINITE and k >= self._cardinality:
                 return _END
-            got = self._ds._get(torch.tensor([k]), self._ctx)
-            return got[0] if self._ds._kind == "refs" else _nest.unstack(got)[0]
+            return graph.read_item(self._ds, k, self._ctx)
         if self._last is not None and self._last[0] == k:
             return self._last[1]
         if self._it is None:
-            self._it = self._ds._elements(self._ctx)
+            self._it = graph.elements(self._ds, self._ctx)
         item: Any = _END
         while self._next_index <= k:
             item = next(self._it, _END)
@@ -143,21 +142,21 @@ _CHUNK = 1024
 
 
 def _size(item: Any) -> int:
-    return item.size() if isinstance(item, BatchRef) else _nest.num_rows(item)
+    return item.size() if isinstance(item, BatchRef) else graph.num_rows(item)
 
 
 def _rows(item: Any, lo: int, hi: int) -> Any:
     if isinstance(item, BatchRef):
         return item.slice(lo, hi)
-    return _nest.slice_rows(item, lo, hi)
+    return graph.slice_rows(item, lo, hi)
 
 
 def _cheap_sizes(dataset: Dataset) -> Callable[[int], int | None] | None:
     """``k -> rows of batch k`` without reading data, for random-access batches; else None."""
-    if dataset._kind != "refs" or dataset._card() == UNKNOWN:
+    if graph.access(dataset) != "refs" or graph.cardinality(dataset) == UNKNOWN:
         return None
-    card, ctx = dataset._card(), Ctx()
-    first = dataset._get(torch.arange(min(1, card) if card >= 0 else 1), ctx)
+    card, ctx = graph.cardinality(dataset), ReadContext()
+    first = graph.read_batches(dataset, torch.arange(min(1, card) if card >= 0 else 1), ctx)
     if any(kind == "map" for ref in first for kind, _ in ref.post):
         return None   # a batch-level map may change the number of rows
     cache: dict[int, list[int]] = {}
@@ -170,7 +169,8 @@ def _cheap_sizes(dataset: Dataset) -> Callable[[int], int | None] | None:
             cache.clear()
             lo = chunk * _CHUNK
             hi = lo + _CHUNK if card < 0 else min(lo + _CHUNK, card)
-            cache[chunk] = [ref.size() for ref in dataset._get(torch.arange(lo, hi), ctx)]
+            refs = graph.read_batches(dataset, torch.arange(lo, hi), ctx)
+            cache[chunk] = [ref.size() for ref in refs]
         return cache[chunk][k - chunk * _CHUNK]
     return size
 
@@ -219,7 +219,7 @@ class StepPlan:
     # ----------------------------------------------------------------- steps
     def _outputs(self, worker: int) -> int:
         """Batches the rebatch of ``worker``'s sizes makes of this pipeline (or a constant)."""
-        card = self.dataset._card()
+        card = graph.cardinality(self.dataset)
         if card == INFINITE:
             return INFINITE
         size = _cheap_sizes(self.dataset)
@@ -240,7 +240,7 @@ class StepPlan:
         return self._item_steps(self.offset)
 
     def _item_steps(self, offset: int) -> int:
-        card = self.dataset._card()
+        card = graph.cardinality(self.dataset)
         if card < 0:
             return card
         if self.mode == "stride":
@@ -265,7 +265,7 @@ class StepPlan:
         return None if total == UNKNOWN else total
 
     # ----------------------------------------------------------------- items
-    def items(self, ctx: Ctx, start: int, digests: dict[int, int] | None = None
+    def items(self, ctx: ReadContext, start: int, digests: dict[int, int] | None = None
               ) -> Iterator[Any]:
         """This replica's batches from step ``start`` on; ends when its share ends.
 
@@ -313,7 +313,7 @@ class StepPlan:
             parts.append(item.materialize() if isinstance(item, BatchRef) else item)
         if not parts:
             return _END
-        return parts[0] if len(parts) == 1 else _nest.cat(parts)
+        return parts[0] if len(parts) == 1 else graph.cat(parts)
 
     def _locate(self, s: int) -> tuple[int, int]:
         """``(item index, piece index or -1 for the whole item)`` of step ``s``."""
@@ -343,7 +343,7 @@ class StepPlan:
         for q, slices in enumerate(rebatch_slices(batch_size, self.sizes[self.worker_index])):
             if q % lr == mine and q // lr >= start:
                 parts = [_rows(held[k], lo, hi) for k, lo, hi in slices]
-                yield _nest.cat(parts) if parts else self._empty(held, reader)
+                yield graph.cat(parts) if parts else self._empty(held, reader)
             last = slices[-1][0] if slices else max(held, default=0)
             for k in [k for k in held if k < last]:
                 del held[k]

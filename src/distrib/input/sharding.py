@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 
-from distrib.data import AutoShardPolicy, Dataset, TextLineDataset
+from distrib.data import AutoShardPolicy, Dataset, TextLineDataset, graph
 from distrib.data.sources import ListFiles
 from distrib.data.streams import Interleave
 from distrib.data.transforms import Shard
@@ -35,15 +35,16 @@ _log = logging.getLogger(__name__)
 @functools.singledispatch
 def _file_list_shard(node: Dataset, num_shards: int, index: int) -> Dataset | None:
     """The chain of one-input steps above a ``list_files``, with the file list sharded."""
-    if len(node._inputs) != 1:
+    children = graph.inputs(node)
+    if len(children) != 1:
         return None
-    inner = _file_list_shard(node._inputs[0], num_shards, index)
-    return None if inner is None else node._replace_inputs((inner,))
+    inner = _file_list_shard(children[0], num_shards, index)
+    return None if inner is None else graph.with_inputs(node, (inner,))
 
 
 @_file_list_shard.register
 def _(node: ListFiles, num_shards: int, index: int) -> Dataset | None:
-    return node._shard_files(num_shards, index)
+    return graph.shard_files(node, num_shards, index)
 
 
 @functools.singledispatch
@@ -60,27 +61,28 @@ def file_shard(dataset: Dataset, num_shards: int, index: int) -> Dataset | None:
         >>> file_shard(Dataset.range(4), 2, 0) is None   # reads no files
         True
     """
-    if not dataset._inputs:
+    children = graph.inputs(dataset)
+    if not children:
         return None
     rewritten = []
-    for child in dataset._inputs:
+    for child in children:
         new = file_shard(child, num_shards, index)
         if new is None:
             return None
         rewritten.append(new)
-    return dataset._replace_inputs(tuple(rewritten))
+    return graph.with_inputs(dataset, tuple(rewritten))
 
 
 @file_shard.register
 def _(dataset: TextLineDataset, num_shards: int, index: int) -> Dataset | None:
-    return dataset._shard_files(num_shards, index)
+    return graph.shard_files(dataset, num_shards, index)
 
 
 @file_shard.register
 def _(dataset: Interleave, num_shards: int, index: int) -> Dataset | None:
-    inner = _file_list_shard(dataset._inputs[0], num_shards, index)
+    inner = _file_list_shard(graph.inputs(dataset)[0], num_shards, index)
     if inner is not None:
-        return dataset._replace_inputs((inner,))
+        return graph.with_inputs(dataset, (inner,))
     return file_shard.dispatch(Dataset)(dataset, num_shards, index)
 
 
@@ -97,11 +99,11 @@ def hint_shard(dataset: Dataset, num_shards: int, index: int) -> tuple[Dataset, 
     """
     found = False
     new_inputs = []
-    for child in dataset._inputs:
+    for child in graph.inputs(dataset):
         new, hit = hint_shard(child, num_shards, index)
         new_inputs.append(new)
         found = found or hit
-    out = dataset._replace_inputs(tuple(new_inputs)) if found else dataset
+    out = graph.with_inputs(dataset, tuple(new_inputs)) if found else dataset
     return _resolve_hint(dataset, out, num_shards, index, found)
 
 
@@ -117,14 +119,15 @@ def _(node: Shard, rewritten: Dataset, num_shards: int, index: int,
       found: bool) -> tuple[Dataset, bool]:
     if not node.is_hint:
         return rewritten, found
-    n = rewritten._inputs[0]._card()
+    inner = graph.inputs(rewritten)[0]
+    n = graph.cardinality(inner)
     if 0 < n < num_shards:   # TF's shard here needs an element for every shard
         raise DataError(explain(
             "shard(SHARD_HINT, SHARD_HINT)", f"{n} element(s)",
             "There aren't enough elements in this dataset for each shard to have at least "
             f"one element (# elems = {n}, # shards = {num_shards})",
             "give every worker at least one element, or use AutoShardPolicy.DATA"))
-    return Shard(rewritten._inputs[0], num_shards, index), True
+    return Shard(inner, num_shards, index), True
 
 
 def _hint_error(policy: AutoShardPolicy) -> DataError:

@@ -21,8 +21,9 @@ from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from distrib.errors import UsageError, explain
+from distrib.strategies._replication import lazy_parts
 
-__all__ = ["check_mesh_size", "on_meta", "reset_parameters", "lookup", "local", "full",
+__all__ = ["refuse_lazy", "check_mesh_size", "on_meta", "reset_parameters", "lookup", "local", "full",
            "sum_gradients_in_fsdp", "sum_into_shards", "is_dtensor", "explain_torch_error"]
 
 
@@ -155,3 +156,18 @@ def explain_torch_error(exc: BaseException) -> UsageError | None:
         "in the backward), or compute each parameter's whole gradient another way "
         "(from p.full_tensor()) and assign it to p.grad: optimizer.step() sums it over "
         "the replicas and keeps this replica's shard"))
+
+
+def refuse_lazy(module: nn.Module) -> None:
+    """Raise the fix when ``module`` holds lazy parameters (``nn.LazyLinear``): a sharded
+    strategy shards every parameter at set-up, before a lazy one has a shape."""
+    lazy = lazy_parts(module)
+    if lazy:
+        raise UsageError(explain(
+            "a module set up under ShardedStrategy", type(lazy[0]).__name__,
+            "ShardedStrategy shards every parameter when the module is set up, and a "
+            "lazy module's parameters have no shape until its first forward pass",
+            "give the layer its input size (nn.Linear(in_features, out) instead of "
+            "nn.LazyLinear(out)), or create its parameters first: call it once on a "
+            "sample batch (net(x)) before wrapping it in distrib.Model(net) under "
+            "strategy.scope()"))

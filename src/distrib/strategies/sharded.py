@@ -56,13 +56,14 @@ from distrib.strategies._dtensors import (
     local,
     lookup,
     on_meta,
+    refuse_lazy,
     reset_parameters,
     sum_gradients_in_fsdp,
     sum_into_shards,
 )
 from distrib.strategies._gradient_sync import StepRecord
 from distrib.strategies._processes import checked_options, establish, select_devices
-from distrib.strategies._replication import is_replicated, lazy_parts, mark_replicated
+from distrib.strategies._replication import is_replicated, mark_replicated
 from distrib.strategies.base import Strategy, StrategyExtended
 from distrib.strategies.extended import OptimizerT, ResultT
 
@@ -230,16 +231,7 @@ class ShardedExtended(StrategyExtended):
     def _setup_module(self, module: nn.Module) -> None:
         if is_replicated(module):
             return  # sharded already: its parameters are the plan's
-        lazy = lazy_parts(module)
-        if lazy:
-            raise UsageError(explain(
-                "a module set up under ShardedStrategy", type(lazy[0]).__name__,
-                "ShardedStrategy shards every parameter when the module is set up, and a "
-                "lazy module's parameters have no shape until its first forward pass",
-                "give the layer its input size (nn.Linear(in_features, out) instead of "
-                "nn.LazyLinear(out)), or create its parameters first: call it once on a "
-                "sample batch (net(x)) before wrapping it in distrib.Model(net) under "
-                "strategy.scope()"))
+        refuse_lazy(module)
         meta = on_meta(module)
         if not meta:
             module.to(self._device)

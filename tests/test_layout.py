@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -62,3 +63,42 @@ def test_a_program_without_parameter_servers_does_not_import_grpc() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
     assert out.stdout.split() == ["False", "True"]
+
+
+# The node protocol of distrib.data's Dataset (docs/architecture.md): packages above it
+# read the dataset graph through distrib.data.graph only.
+_NODE_PROTOCOL = ("_inputs", "_card", "_kind", "_get", "_stream", "_elements", "_ra_elements",
+                  "_replace_inputs", "_batch_info", "_run_seed_value", "_shard_files", "_pure",
+                  "_compute_kind", "_uid", "_uid_parts", "_spec_cache")
+
+
+def _private_data_imports(tree: ast.Module) -> list[str]:
+    """The imports of a private module of distrib.data, or of a private name from it."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules = [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found += [m for m in modules if m.startswith("distrib.data.")
+                  and any(part.startswith("_") for part in m.split(".")[2:])]
+    return found
+
+
+def test_only_distrib_data_touches_its_private_modules_and_node_protocol() -> None:
+    # An attribute of the protocol read on anything but ``self`` (``x._card()``,
+    # ``self._ds._get(...)``); a class of another package may name its own attributes so.
+    node_attribute = re.compile(r"(?<!\bself)\.(" + "|".join(_NODE_PROTOCOL) + r")\b")
+    offenders = []
+    for p in SRC.rglob("*.py"):
+        rel = p.relative_to(SRC)
+        if rel.parts[0] == "data":
+            continue
+        text = p.read_text()
+        offenders += [f"{rel.as_posix()}: imports {m}" for m in _private_data_imports(ast.parse(text))]
+        offenders += [f"{rel.as_posix()}:{n}: {line.strip()}"
+                      for n, line in enumerate(text.splitlines(), 1) if node_attribute.search(line)]
+    assert offenders == [], ("private parts of distrib.data used outside it (use "
+                             f"distrib.data.graph): {offenders}")

@@ -4,8 +4,8 @@ A dataset is an immutable description of a pipeline; iterating it (``for x in
 ds``) runs one *epoch*.  Random-access pipelines (see :mod:`distrib.data._plan`)
 are read by vectorised index gathers; others stream element by element.
 
-Every dataset node implements a small protocol used by this package and by
-:mod:`distrib.input`:
+Every dataset node implements a small protocol, private to this package (the
+layers above, :mod:`distrib.input` first, read it through :mod:`distrib.data.graph`):
 
 ``_card()``      static cardinality (``INFINITE``/``UNKNOWN`` constants);
 ``_kind``        ``"rows"`` (random access to elements), ``"refs"`` (random

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from distrib.data import AutoShardPolicy, Dataset
+from distrib.data import AutoShardPolicy, Dataset, graph
 from distrib.errors import UsageError
 from distrib.input import as_dataset, distribute_dataset
 from tests.input.helpers import as_lists, global_steps
@@ -25,7 +25,7 @@ def test_arrays_with_a_global_batch_size() -> None:
 def test_plain_dataloader_becomes_random_access() -> None:
     loader = DataLoader(TensorDataset(torch.arange(10)), batch_size=4, shuffle=True)
     ds = as_dataset(loader, seed=3)
-    assert ds._kind == "refs"
+    assert graph.access(ds) == "refs"
     rows = sorted(v for (b,) in ds for v in b.tolist())
     assert rows == list(range(10))
     with pytest.raises(UsageError, match="must not be given"):
@@ -36,7 +36,7 @@ def test_a_sampler_that_draws_fewer_rows_keeps_the_loader_as_it_is() -> None:
     sampler = torch.utils.data.RandomSampler(range(10), num_samples=6)
     loader = DataLoader(TensorDataset(torch.arange(10)), batch_size=4, sampler=sampler)
     ds = as_dataset(loader)
-    assert ds._kind != "refs"
+    assert graph.access(ds) != "refs"
     assert [len(b) for (b,) in ds] == [4, 2]
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,8 +33,17 @@ from distrib.estimator.hooks import SessionRunHook
 from distrib.estimator.metrics import metric_of
 from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.session import HookRunner, RunSession, set_named, to_numpy
-from distrib.estimator.train_loop import Writers, close_iterator, loss_dtype, next_batch
+from distrib.estimator.spec import EstimatorSpec, Predictions
+from distrib.estimator.train_loop import Batch, Writers, close_iterator, loss_dtype, next_batch
+from distrib.nest import Nest
+from distrib.strategies.base import Strategy
 from distrib.training.metric_base import Metric, flat_states, results_from_states
+
+if TYPE_CHECKING:
+    from distrib.estimator.runtime import ModelRuntime
+
+#: ``predict_keys`` of ``Estimator.predict``: one key, several, or None for every prediction.
+PredictKeys = str | Sequence[str] | None
 
 __all__ = ["run_evaluation", "run_prediction", "dict_to_str"]
 
@@ -54,11 +63,10 @@ class _Accumulator:
         self.rows: list[float] = []
         self.weighted: list[float] = []
 
-    def add(self, spec: Any, rows: int) -> None:
+    def add(self, spec: EstimatorSpec, rows: int) -> None:
         for key, entry in spec.eval_metric_ops.items():  # updated in the step already
             self.metrics.setdefault(key, metric_of(entry, key))
-        loss = float(spec.loss.detach()) if isinstance(spec.loss, torch.Tensor) else \
-            float(spec.loss)
+        loss = _loss_of(spec)
         self.rows.append(float(rows))
         self.weighted.append(loss * rows if rows > 0 else 0.0)
 
@@ -79,6 +87,12 @@ class _Accumulator:
         out["loss"] = float((weighted[kept] / rows[kept]).mean()) if bool(kept.any()) else \
             float("nan")
         return out
+
+
+def _loss_of(spec: EstimatorSpec) -> float:
+    loss = spec.loss
+    assert loss is not None, "EstimatorSpec requires EVAL's loss"
+    return float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
 
 
 #: Evaluation's writers, one per directory for the life of the process (TensorFlow's
@@ -103,7 +117,7 @@ class _Evaluation:
     """The Estimator's evaluation step (the engine loop's program: ``model_fn`` in EVAL
     mode, its metrics and loss accumulated) and its hooks (the observer)."""
 
-    def __init__(self, runtime: Any, strategy: Any, runner: HookRunner,
+    def __init__(self, runtime: ModelRuntime, strategy: Strategy, runner: HookRunner,
                  steps: int | None) -> None:
         self.runtime, self.strategy, self.runner, self.steps = runtime, strategy, runner, steps
         self.acc = _Accumulator()
@@ -111,13 +125,13 @@ class _Evaluation:
     def step_begin(self, step: int) -> None:
         self.runner.before_run(time.time())
 
-    def __call__(self, batch: Any, rows: int | None) -> Any:
+    def __call__(self, batch: Batch, rows: int | None) -> EstimatorSpec:
         spec = self.runtime.call(ModeKeys.EVAL, batch[0], batch[1], self.strategy)
         self.acc.add(spec, rows or 0)
-        set_named(self.runner.session, float(spec.loss), self.runtime.step, spec.predictions)
+        set_named(self.runner.session, _loss_of(spec), self.runtime.step, spec.predictions)
         return spec
 
-    def step_end(self, step: int, out: Any) -> bool:
+    def step_end(self, step: int, out: EstimatorSpec) -> bool:
         stop = self.runner.after_run(time.time())
         done, steps = step + 1, self.steps
         if steps is not None and self.runner.session.is_chief and (
@@ -126,7 +140,8 @@ class _Evaluation:
         return stop
 
 
-def run_evaluation(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
+def run_evaluation(runtime: ModelRuntime, strategy: Strategy, dataset: Iterable[Nest],
+                   hooks: list[SessionRunHook],
                    steps: int | None, checkpoint_path: str | None,
                    eval_dir: str) -> dict[str, Any]:
     """Evaluate the checkpoint (default: the newest) on ``dataset``; returns the metrics."""
@@ -178,7 +193,7 @@ def run_evaluation(runtime: Any, strategy: Any, dataset: Any, hooks: list[Sessio
     return results
 
 
-def _select(predictions: Any, predict_keys: Any) -> Any:
+def _select(predictions: Predictions | None, predict_keys: PredictKeys) -> Predictions | None:
     if not predict_keys:
         return predictions
     if not isinstance(predictions, Mapping):
@@ -195,7 +210,7 @@ def _select(predictions: Any, predict_keys: Any) -> Any:
     return chosen
 
 
-def _examples(values: Any) -> Iterator[Any]:
+def _examples(values: Nest) -> Iterator[Nest]:
     if not isinstance(values, Mapping):
         yield from values
         return
@@ -215,27 +230,27 @@ class _Prediction:
     """The Estimator's prediction step (``model_fn`` in PREDICT mode, the selected
     predictions as numpy) and its hooks."""
 
-    def __init__(self, runtime: Any, strategy: Any, runner: HookRunner,
-                 predict_keys: Any) -> None:
+    def __init__(self, runtime: ModelRuntime, strategy: Strategy, runner: HookRunner,
+                 predict_keys: PredictKeys) -> None:
         self.runtime, self.strategy, self.runner = runtime, strategy, runner
         self.predict_keys = predict_keys
 
     def step_begin(self, step: int) -> None:
         self.runner.before_run(time.time())
 
-    def __call__(self, batch: Any, rows: int | None) -> Any:
+    def __call__(self, batch: Batch, rows: int | None) -> Nest:
         with torch.no_grad():
             spec = self.runtime.call(ModeKeys.PREDICT, batch[0], None, self.strategy)
         set_named(self.runner.session, None, self.runtime.step, spec.predictions)
         return to_numpy_nest(_select(spec.predictions, self.predict_keys))
 
-    def step_end(self, step: int, out: Any) -> bool:
+    def step_end(self, step: int, out: Nest) -> bool:
         return self.runner.after_run(time.time())
 
 
-def run_prediction(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
-                   predict_keys: Any, checkpoint_path: str | None,
-                   yield_single_examples: bool) -> Iterator[Any]:
+def run_prediction(runtime: ModelRuntime, strategy: Strategy, dataset: Iterable[Nest],
+                   hooks: list[SessionRunHook], predict_keys: PredictKeys,
+                   checkpoint_path: str | None, yield_single_examples: bool) -> Iterator[Nest]:
     """Yield predictions for every batch of ``dataset`` (numpy values)."""
     iterator = iter(dataset)
     try:
@@ -267,7 +282,7 @@ def run_prediction(runtime: Any, strategy: Any, dataset: Any, hooks: list[Sessio
         close_iterator(iterator)
 
 
-def to_numpy_nest(values: Any) -> Any:
+def to_numpy_nest(values: Predictions | None) -> Nest:
     """Tensors (or a dict of them) as numpy arrays."""
     if isinstance(values, Mapping):
         return {k: to_numpy(v) for k, v in values.items()}

@@ -21,7 +21,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -29,12 +29,26 @@ from torch import nn
 from distrib.errors import UsageError, explain
 from distrib.estimator.checkpoints import ModelCheckpoints
 from distrib.estimator.functions import fn_args, model_fn_kwargs, verify_model_fn
+from distrib.estimator.hooks import SessionRunHook
 from distrib.estimator.metrics import run_update_ops
 from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.objects import ObjectStore
-from distrib.estimator.spec import EstimatorSpec, optimizers_of
+from distrib.estimator.run_config import RunConfig
+from distrib.estimator.spec import (
+    EstimatorSpec,
+    ModelFn,
+    Params,
+    StepsParameters,
+    TrainOp,
+    optimizers_of,
+)
+from distrib.nest import Nest
+from distrib.strategies.base import Strategy
 from distrib.training.losses import replica_means_scaled_by_caller
 from distrib.training.metric_base import Metric
+
+if TYPE_CHECKING:
+    from distrib.estimator.train_loop import Writers
 
 __all__ = ["ModelRuntime", "BuiltSpec"]
 
@@ -45,10 +59,10 @@ _log = logging.getLogger("distrib.estimator")
 class BuiltSpec:
     """What the first call of a mode returned that later runs need: its hooks, the loss dtype."""
 
-    training_chief_hooks: tuple[Any, ...]
-    training_hooks: tuple[Any, ...]
-    evaluation_hooks: tuple[Any, ...]
-    prediction_hooks: tuple[Any, ...]
+    training_chief_hooks: tuple[SessionRunHook, ...]
+    training_hooks: tuple[SessionRunHook, ...]
+    evaluation_hooks: tuple[SessionRunHook, ...]
+    prediction_hooks: tuple[SessionRunHook, ...]
     loss_dtype: torch.dtype | None
 
     @classmethod
@@ -63,7 +77,7 @@ def _modules_in_eval_mode() -> Iterator[None]:
     """Every module called inside runs in eval mode (its flag is restored afterwards)."""
     changed: list[tuple[nn.Module, bool]] = []
 
-    def pre_hook(module: nn.Module, args: Any) -> None:
+    def pre_hook(module: nn.Module, args: tuple[object, ...]) -> None:
         if module.training:
             changed.append((module, True))
             module.training = False
@@ -89,8 +103,8 @@ class ModelRuntime:
             ``eval_distribute``, else the default strategy).
     """
 
-    def __init__(self, model_fn: Any, params: Any, config: Any, model_dir: str,
-                 strategy: Any) -> None:
+    def __init__(self, model_fn: ModelFn, params: Params, config: RunConfig, model_dir: str,
+                 strategy: Strategy) -> None:
         self.model_fn = model_fn
         self.args = verify_model_fn(model_fn, params)
         self.params = params
@@ -102,12 +116,12 @@ class ModelRuntime:
         self.store.global_step = self.checkpoints.global_step
         self.step = 0
         self._built: dict[str, BuiltSpec] = {}
-        self._prepared: dict[int, Any] = {}
+        self._prepared: dict[int, torch.optim.Optimizer] = {}
         self._roots: list[nn.Module] = []
         self._mode: str | None = None
         self._seeded = False
         #: the training summary writers, kept across ``train`` calls (made by the loop)
-        self.writers: Any = None
+        self.writers: Writers | None = None
 
     @property
     def is_chief(self) -> bool:
@@ -121,7 +135,8 @@ class ModelRuntime:
         return bool(self.config.is_chief) or self.config.task_type == "evaluator"
 
     # ------------------------------------------------------------- model_fn
-    def _invoke(self, features: Any, labels: Any, mode: str, build: bool = False) -> Any:
+    def _invoke(self, features: Nest, labels: Nest, mode: str, build: bool = False
+                ) -> EstimatorSpec:
         kwargs = model_fn_kwargs(self.args, labels, mode, self.params, self.config)
         self.store.global_step = self.checkpoints.global_step
         self.checkpoints.global_step.fill_(self.step)
@@ -136,7 +151,7 @@ class ModelRuntime:
             run_update_ops(spec)  # in the replica function, as TensorFlow runs them
         return spec
 
-    def ensure_built(self, mode: str, features: Any, labels: Any) -> None:
+    def ensure_built(self, mode: str, features: Nest, labels: Nest) -> None:
         """Build the objects of ``mode`` from the first batch, if not done yet."""
         if mode in self._built:
             return
@@ -168,16 +183,15 @@ class ModelRuntime:
         """The hooks and loss dtype of ``mode`` (after :meth:`ensure_built`)."""
         return self._built[mode]
 
-    def call(self, mode: str, features: Any, labels: Any, strategy: Any,
+    def call(self, mode: str, features: Nest, labels: Nest, strategy: Strategy,
              global_batch_size: int | None = None) -> EstimatorSpec:
         """Call ``model_fn`` for one step of ``mode`` (objects reused) in replica context."""
         if self._mode != mode:
             for root in self._roots:
                 root.train(mode == ModeKeys.TRAIN)
             self._mode = mode
-        spec: EstimatorSpec = strategy.extended.call_for_each_replica(
+        return strategy.extended.call_for_each_replica(
             self._invoke, (features, labels, mode), global_batch_size=global_batch_size)
-        return spec
 
     def reset_metrics(self) -> None:
         """Zero every metric ``model_fn`` made (a new run starts its accumulation)."""
@@ -197,17 +211,19 @@ class ModelRuntime:
         return path
 
     # ------------------------------------------------------------ training
-    def apply_train_op(self, train_op: Any, loss: torch.Tensor, weight: float) -> None:
+    def apply_train_op(self, train_op: TrainOp | None, loss: torch.Tensor, weight: float
+                       ) -> None:
         """Backpropagate ``loss * weight`` and apply ``train_op`` (see ``EstimatorSpec``)."""
         scaled = loss if weight == 1.0 else loss * weight
         optimizers = optimizers_of(train_op)
         if optimizers is None:
+            assert callable(train_op), "EstimatorSpec accepts optimizers or a callable"
             if fn_args(train_op):
                 train_op(scaled)
             else:
                 train_op()
             return
-        prepared = [self._prepared.get(id(o), o) for o in optimizers]
+        prepared: list[StepsParameters] = [self._prepared.get(id(o), o) for o in optimizers]
         if not scaled.requires_grad:
             raise UsageError(explain(
                 "EstimatorSpec loss", "a tensor without gradient", "the loss does not depend "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -39,7 +39,12 @@ from distrib.estimator.hooks import (
     SessionRunValues,
 )
 from distrib.estimator.metrics import MetricValue, UpdateOp
+from distrib.estimator.spec import Predictions
 from distrib.training.metric_base import Metric
+
+if TYPE_CHECKING:
+    from distrib.estimator.runtime import ModelRuntime
+    from distrib.estimator.train_loop import Writers
 
 __all__ = ["RunSession", "HookRunner", "to_numpy", "set_named"]
 
@@ -59,15 +64,15 @@ def to_numpy(value: Any) -> Any:
 class RunSession(Session):
     """The :class:`Session` of a run: named values, writers and checkpoints of the Estimator."""
 
-    def __init__(self, runtime: Any, writers: Any, is_chief: bool,
+    def __init__(self, runtime: ModelRuntime, writers: Writers | None, is_chief: bool,
                  before_save: Callable[[], None] | None = None) -> None:
         self._runtime = runtime
         self._before_save = before_save
         self._writers = writers
         self._is_chief = is_chief
         self.named: dict[str, Any] | None = {}
-        self.step_values: tuple[float | None, int, Any] = (None, 0, None)
-        self.loss_dtype: Any = np.float32
+        self.step_values: tuple[float | None, int, Predictions | None] = (None, 0, None)
+        self.loss_dtype: type[np.floating[Any]] = np.float32
         self.now = time.time()
 
     @property
@@ -210,7 +215,7 @@ class HookRunner:
 
 
 def set_named(session: RunSession, loss: float | None, step_before: int,
-              predictions: Any) -> None:
+              predictions: Predictions | None) -> None:
     """The values names refer to in this step: the loss, the global step, the predictions."""
     session.step_values = (loss, step_before, predictions)
     session.named = None

@@ -25,8 +25,8 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeGuard
 
 import torch
 
@@ -35,20 +35,43 @@ from distrib.estimator.hooks import SessionRunHook, check_hooks
 from distrib.estimator.mode_keys import ModeKeys, check_mode
 from distrib.training.metric_base import Metric
 
-__all__ = ["EstimatorSpec", "optimizers_of"]
+__all__ = ["EstimatorSpec", "optimizers_of", "ModelFn", "Params", "Predictions",
+           "StepsParameters", "TrainOp"]
 
 _FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
            "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks",
            "prediction_hooks")
 _RESERVED = ("loss", "global_step")
 
+#: ``Estimator(params=...)``, handed to ``model_fn`` and ``input_fn`` as the user made it
+#: (usually a dict of hyperparameters; any value).
+Params = Any
+#: What ``model_fn`` returns in PREDICT mode: a tensor, or a dict of name -> tensor.
+Predictions = torch.Tensor | Mapping[str, torch.Tensor]
 
-def _is_optimizer(value: Any) -> bool:
+
+class StepsParameters(Protocol):
+    """What ``train_op`` names: a torch optimizer, a ``LossScaleOptimizer``, or any object
+    with ``step()`` and ``zero_grad()`` (the Estimator zeroes, backpropagates, steps)."""
+
+    def step(self) -> object: ...
+
+    def zero_grad(self, set_to_none: bool = True) -> None: ...
+
+
+#: ``EstimatorSpec.train_op``: an optimizer, a list of them, or a callable that applies the
+#: step (given the loss when it takes an argument).
+TrainOp = StepsParameters | Sequence[StepsParameters] | Callable[..., object]
+#: Hooks as ``EstimatorSpec`` and the Estimator's methods take them: one, or an iterable.
+Hooks = SessionRunHook | Iterable[SessionRunHook] | None
+
+
+def _is_optimizer(value: object) -> TypeGuard[StepsParameters]:
     return isinstance(value, torch.optim.Optimizer) or (
         callable(getattr(value, "step", None)) and callable(getattr(value, "zero_grad", None)))
 
 
-def optimizers_of(train_op: Any) -> list[Any] | None:
+def optimizers_of(train_op: TrainOp | None) -> list[StepsParameters] | None:
     """The optimizers ``train_op`` names (None when it is a callable).
 
     Example:
@@ -137,11 +160,12 @@ class EstimatorSpec:
 
     __slots__ = _FIELDS
 
-    def __init__(self, mode: str, predictions: Any = None, loss: Any = None,
-                 train_op: Any = None, eval_metric_ops: Any = None, export_outputs: Any = None,
-                 training_chief_hooks: Any = None, training_hooks: Any = None,
-                 scaffold: Any = None, evaluation_hooks: Any = None,
-                 prediction_hooks: Any = None) -> None:
+    def __init__(self, mode: str, predictions: Predictions | None = None,
+                 loss: torch.Tensor | float | None = None, train_op: TrainOp | None = None,
+                 eval_metric_ops: Mapping[str, Metric | Sequence[Any]] | None = None,
+                 export_outputs: object = None, training_chief_hooks: Hooks = None,
+                 training_hooks: Hooks = None, scaffold: object = None,
+                 evaluation_hooks: Hooks = None, prediction_hooks: Hooks = None) -> None:
         mode = check_mode(mode)
         if mode == ModeKeys.TRAIN:
             if loss is None:
@@ -177,18 +201,18 @@ class EstimatorSpec:
             object.__setattr__(self, name, value)
 
     mode: str
-    predictions: Any
-    loss: Any
-    train_op: Any
-    eval_metric_ops: dict[str, Any]
-    export_outputs: Any
+    predictions: Predictions | None
+    loss: torch.Tensor | float | None
+    train_op: TrainOp | None
+    eval_metric_ops: dict[str, Metric | Sequence[Any]]
+    export_outputs: object
     training_chief_hooks: tuple[SessionRunHook, ...]
     training_hooks: tuple[SessionRunHook, ...]
-    scaffold: Any
+    scaffold: object
     evaluation_hooks: tuple[SessionRunHook, ...]
     prediction_hooks: tuple[SessionRunHook, ...]
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("EstimatorSpec is immutable; use _replace(...)")
 
     @property
@@ -210,3 +234,6 @@ class EstimatorSpec:
         shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _FIELDS[:4])
         return f"EstimatorSpec({shown}, ...)"
 
+
+#: ``model_fn(features, labels, mode, params, config)`` (any subset, ``features`` first).
+ModelFn = Callable[..., EstimatorSpec]

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -38,9 +38,19 @@ from distrib.estimator.inputs import rows_of, split_element
 from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.saver_hooks import CheckpointSaverHook, SummarySaverHook
 from distrib.estimator.session import HookRunner, RunSession, set_named
+from distrib.estimator.spec import EstimatorSpec
+from distrib.nest import Nest
+from distrib.strategies.base import Strategy
 from distrib.training.callbacks.tensorboard import summary_writer
 
-__all__ = ["run_training", "Writers", "next_batch", "close_iterator", "loss_dtype"]
+if TYPE_CHECKING:
+    from distrib.estimator.ps_training import PsTraining
+    from distrib.estimator.runtime import BuiltSpec, ModelRuntime
+
+#: One batch as ``input_fn``'s dataset yields it: ``(features, labels)``.
+Batch = tuple[Nest, Nest]
+
+__all__ = ["run_training", "Writers", "next_batch", "close_iterator", "loss_dtype", "Batch"]
 
 _log = logging.getLogger("distrib.estimator")
 
@@ -75,7 +85,7 @@ class Writers:
         self._writers = {}
 
 
-def next_batch(iterator: Any, wrapped: bool = False) -> tuple[Any, int]:
+def next_batch(iterator: Iterator[Nest], wrapped: bool = False) -> tuple[Batch | None, int]:
     """This replica's next ``(features, labels)`` and its rows (``(None, 0)`` at the end).
 
     ``wrapped``: the iterator yields ``PerReplica`` values (unwrapped here).
@@ -87,20 +97,22 @@ def next_batch(iterator: Any, wrapped: bool = False) -> tuple[Any, int]:
     return (features, labels), rows_of(features, labels)
 
 
-def _fingerprint(iterator: Any, batch: Any) -> int | None:
+def _fingerprint(iterator: Iterator[Nest], batch: Batch | None) -> int | None:
     """The input's fingerprint of the global batch just taken, where it takes one (the
     engine's data check: see ``distrib.input.digest``); None at the end of the data."""
-    return getattr(iterator, "global_digest", None) if batch is not None else None
+    digest: int | None = getattr(iterator, "global_digest", None) if batch is not None else None
+    return digest
 
 
-def close_iterator(iterator: Any) -> None:
+def close_iterator(iterator: Iterator[Nest]) -> None:
     close = getattr(iterator, "close", None)
     if close is not None:
         close()
 
 
-def _builtin_hooks(runtime: Any, listeners: list[CheckpointSaverListener], saves: bool,
-                   spec: Any, chief: bool, user: list[SessionRunHook]) -> list[SessionRunHook]:
+def _builtin_hooks(runtime: ModelRuntime, listeners: list[CheckpointSaverListener],
+                   saves: bool, spec: BuiltSpec, chief: bool, user: list[SessionRunHook]
+                   ) -> list[SessionRunHook]:
     config = runtime.config
     model_dir = runtime.checkpoints.model_dir
     hooks: list[SessionRunHook] = []
@@ -125,15 +137,16 @@ def _builtin_hooks(runtime: Any, listeners: list[CheckpointSaverListener], saves
     return hooks
 
 
-def loss_dtype(dtype: torch.dtype | None) -> Any:
+def loss_dtype(dtype: torch.dtype | None) -> type[np.floating[Any]]:
     """The numpy type losses are shown in (TensorFlow shows float32 numpy values)."""
     return np.float64 if dtype == torch.float64 else np.float32
 
 
-def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
-                 steps: int | None, max_steps: int | None,
+def run_training(runtime: ModelRuntime, strategy: Strategy, dataset: Iterable[Nest],
+                 hooks: list[SessionRunHook], steps: int | None, max_steps: int | None,
                  listeners: list[CheckpointSaverListener], saves: bool,
-                 init_fn: Callable[[], None] | None = None, remote: Any = None) -> Any:
+                 init_fn: Callable[[], None] | None = None, remote: PsTraining | None = None
+                 ) -> float | None:
     """Train until the last step or the end of the input; returns the final loss (or None).
 
     ``remote``: a :class:`~distrib.estimator.ps_training.PsTraining` when the variables
@@ -148,10 +161,11 @@ def run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionR
         raise
 
 
-def _run_training(runtime: Any, strategy: Any, dataset: Any, hooks: list[SessionRunHook],
-                  steps: int | None, max_steps: int | None,
+def _run_training(runtime: ModelRuntime, strategy: Strategy, dataset: Iterable[Nest],
+                  hooks: list[SessionRunHook], steps: int | None, max_steps: int | None,
                   listeners: list[CheckpointSaverListener], saves: bool,
-                  init_fn: Callable[[], None] | None, remote: Any) -> Any:
+                  init_fn: Callable[[], None] | None, remote: PsTraining | None
+                  ) -> float | None:
     ext = strategy.extended
     chief = runtime.is_chief
     agreement = Agreement(ext.replica_group)
@@ -213,8 +227,8 @@ class _Training:
     this replica's share of the step's rows, the global step advanced (on the ``ps`` tasks
     for the ps path); the next batch agreed with the step's loss; ``after_run``."""
 
-    def __init__(self, runtime: Any, strategy: Any, runner: HookRunner,
-                 taken: ExchangedSteps, remote: Any) -> None:
+    def __init__(self, runtime: ModelRuntime, strategy: Strategy, runner: HookRunner,
+                 taken: ExchangedSteps, remote: PsTraining | None) -> None:
         self.runtime, self.strategy, self.runner = runtime, strategy, runner
         self.taken, self.remote = taken, remote
         self.finished = False
@@ -222,22 +236,24 @@ class _Training:
     def step_begin(self, step: int) -> None:
         self.runner.before_run(self.taken.agreed.time)
 
-    def __call__(self, batch: Any, rows: int | None) -> Any:
+    def __call__(self, batch: Batch, rows: int | None) -> EstimatorSpec:
         runtime, remote = self.runtime, self.remote
         features, labels = batch
         if remote is not None:
             remote.pull()
         spec = runtime.call(ModeKeys.TRAIN, features, labels, self.strategy, rows)
         assert rows, "ExchangedSteps gives every step's global rows"
-        runtime.apply_train_op(spec.train_op, spec.loss, self.taken.rows / rows)
+        loss = spec.loss
+        assert isinstance(loss, torch.Tensor), "EstimatorSpec checks TRAIN's loss is a tensor"
+        runtime.apply_train_op(spec.train_op, loss, self.taken.rows / rows)
         if remote is None:
             runtime.step += 1
         else:
             runtime.step, self.finished = remote.advance()
         before = runtime.step - 1
-        agreed = self.taken.settle(float(spec.loss.detach()))
+        agreed = self.taken.settle(float(loss.detach()))
         set_named(self.runner.session, agreed.loss, before, spec.predictions)
         return spec
 
-    def step_end(self, step: int, out: Any) -> bool:
+    def step_end(self, step: int, out: EstimatorSpec) -> bool:
         return self.runner.after_run(self.taken.agreed.time) or self.finished

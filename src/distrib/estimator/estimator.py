@@ -24,9 +24,10 @@ import copy
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from distrib.checkpoint import latest_checkpoint
@@ -38,7 +39,7 @@ from distrib.estimator.checkpoints import (
     variable_names,
     variable_value,
 )
-from distrib.estimator.eval_loop import run_evaluation, run_prediction
+from distrib.estimator.eval_loop import PredictKeys, run_evaluation, run_prediction
 from distrib.estimator.functions import call_input_fn
 from distrib.estimator.hooks import CheckpointSaverListener, check_hooks
 from distrib.estimator.inputs import distributed_dataset, make_dataset
@@ -46,22 +47,26 @@ from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.ps_training import PsTraining, between_graph_strategy, uses_ps
 from distrib.estimator.run_config import RunConfig, TaskType
 from distrib.estimator.runtime import ModelRuntime
+from distrib.estimator.spec import Hooks, InputFn, ModelFn, Params
 from distrib.estimator.train_loop import run_training
 from distrib.estimator.warm_start import WarmStartSettings, warm_start
+from distrib.nest import Nest
+from distrib.strategies.base import Strategy
 
 __all__ = ["Estimator"]
 
 _log = logging.getLogger("distrib.estimator")
 
 
-def _positive(name: str, value: Any) -> None:
+def _positive(name: str, value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                               or value <= 0):
         raise UsageError(explain(name, value, f"Must specify {name} > 0, given: {value}",
                                  f"pass a positive int, or leave {name} out"))
 
 
-def _model_dir(model_dir: Any, config: RunConfig, strategy: Any) -> str:
+def _model_dir(model_dir: str | os.PathLike[str] | None, config: RunConfig,
+               strategy: Strategy) -> str:
     if model_dir is not None and not isinstance(model_dir, (str, os.PathLike)):
         raise InvalidTypeError(explain("model_dir", model_dir, "must be a path or None",
                                        "pass a directory such as 'runs/estimator'"))
@@ -100,9 +105,10 @@ class Estimator:
     as every process of a TensorFlow cluster runs the same program.
     """
 
-    def __init__(self, model_fn: Any, model_dir: str | None = None,
-                 config: RunConfig | None = None, params: Any = None,
-                 warm_start_from: Any = None) -> None:
+    def __init__(self, model_fn: ModelFn, model_dir: str | os.PathLike[str] | None = None,
+                 config: RunConfig | None = None, params: Params = None,
+                 warm_start_from: str | os.PathLike[str] | WarmStartSettings | None = None
+                 ) -> None:
         config = RunConfig() if config is None else config
         if not isinstance(config, RunConfig):
             raise UsageError(explain("config", config, "config must be an instance of "
@@ -138,14 +144,15 @@ class Estimator:
     params = property(lambda self: copy.deepcopy(self._params), doc="A copy of ``params``.")
     model_fn = property(lambda self: self._model_fn, doc="The ``model_fn``.")
 
-    def _strategy(self, mode: str) -> Any:
+    def _strategy(self, mode: str) -> Strategy:
         chosen = (self._config.train_distribute or self._between_graph) \
             if mode == ModeKeys.TRAIN else self._config.eval_distribute
         return chosen if chosen is not None else get_strategy()
 
     # ---------------------------------------------------------------- train
-    def train(self, input_fn: Any, hooks: Any = None, steps: int | None = None,
-              max_steps: int | None = None, saving_listeners: Any = None) -> Estimator:
+    def train(self, input_fn: InputFn, hooks: Hooks = None, steps: int | None = None,
+              max_steps: int | None = None,
+              saving_listeners: Iterable[CheckpointSaverListener] | None = None) -> Estimator:
         """Train for ``steps`` more steps, up to ``max_steps``, or until the input ends.
 
         Returns ``self``.  ``steps`` adds to the saved global step; ``max_steps`` is
@@ -184,7 +191,7 @@ class Estimator:
                          listeners, saves, self._init_fn(), self._ps_training())
         return self
 
-    def _ps_training(self) -> Any:
+    def _ps_training(self) -> PsTraining | None:
         """The link to the ``ps`` tasks when the cluster has some (made on first use)."""
         if self._between_graph is None:
             return None
@@ -196,7 +203,7 @@ class Estimator:
     def _is_chief(self) -> bool:
         return self._runtime.is_chief
 
-    def _init_fn(self) -> Any:
+    def _init_fn(self) -> Callable[[], None] | None:
         settings = self._warm_start
         if settings is None:
             return None
@@ -209,7 +216,7 @@ class Estimator:
         return init
 
     # ------------------------------------------------------------- evaluate
-    def evaluate(self, input_fn: Any, steps: int | None = None, hooks: Any = None,
+    def evaluate(self, input_fn: InputFn, steps: int | None = None, hooks: Hooks = None,
                  checkpoint_path: str | None = None, name: str | None = None
                  ) -> dict[str, Any]:
         """Evaluate ``checkpoint_path`` (default: the newest checkpoint) on ``input_fn``'s data.
@@ -236,9 +243,9 @@ class Estimator:
                                   check_hooks(hooks, "hooks"), steps, path, self.eval_dir(name))
 
     # -------------------------------------------------------------- predict
-    def predict(self, input_fn: Any, predict_keys: Any = None, hooks: Any = None,
+    def predict(self, input_fn: InputFn, predict_keys: PredictKeys = None, hooks: Hooks = None,
                 checkpoint_path: str | None = None, yield_single_examples: bool = True
-                ) -> Iterator[Any]:
+                ) -> Iterator[Nest]:
         """Yield the predictions of ``checkpoint_path`` (default: newest) for ``input_fn``'s data.
 
         Each item is one example's predictions (a dict of numpy arrays when ``model_fn``
@@ -267,7 +274,7 @@ class Estimator:
         """The names of the variables of the newest checkpoint (``sequential/0/weight``...)."""
         return variable_names(self._require_checkpoint())
 
-    def get_variable_value(self, name: str) -> Any:
+    def get_variable_value(self, name: str) -> np.ndarray:
         """The value (a numpy array) of variable ``name`` in the newest checkpoint."""
         return variable_value(self._require_checkpoint(), name)
 
@@ -275,8 +282,9 @@ class Estimator:
         """Where ``evaluate(name=...)`` writes its summaries."""
         return os.path.join(self._model_dir, "eval" if not name else "eval_" + name)
 
-    def export_saved_model(self, export_dir_base: str, serving_input_receiver_fn: Any,
-                           assets_extra: Any = None, as_text: bool = False,
+    def export_saved_model(self, export_dir_base: str,
+                           serving_input_receiver_fn: Callable[[], object],
+                           assets_extra: Mapping[str, str] | None = None, as_text: bool = False,
                            checkpoint_path: str | None = None,
                            experimental_mode: str = ModeKeys.PREDICT) -> bytes:
         """Export a ``torch.export`` program of PREDICT mode into ``<export_dir_base>/<timestamp>``.

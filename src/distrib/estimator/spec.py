@@ -36,7 +36,7 @@ from distrib.estimator.mode_keys import ModeKeys, check_mode
 from distrib.training.metric_base import Metric
 
 __all__ = ["EstimatorSpec", "optimizers_of", "ModelFn", "Params", "Predictions",
-           "StepsParameters", "TrainOp"]
+           "StepsParameters", "TrainOp", "Hooks", "InputFn"]
 
 _FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
            "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks",
@@ -64,6 +64,9 @@ class StepsParameters(Protocol):
 TrainOp = StepsParameters | Sequence[StepsParameters] | Callable[..., object]
 #: Hooks as ``EstimatorSpec`` and the Estimator's methods take them: one, or an iterable.
 Hooks = SessionRunHook | Iterable[SessionRunHook] | None
+#: ``input_fn(params, config, mode, input_context)`` (any subset): a ``Dataset`` (or what
+#: ``distrib.input.as_dataset`` takes), or one batch as ``(features, labels)``.
+InputFn = Callable[..., object]
 
 
 def _is_optimizer(value: object) -> TypeGuard[StepsParameters]:

@@ -31,7 +31,8 @@ import json
 import logging
 import os
 import time
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distrib.cluster import env as cluster_env
 from distrib.cluster import parse_tf_config
@@ -44,8 +45,12 @@ from distrib.estimator.hooks import (
     SessionRunHook,
     check_hooks,
 )
-from distrib.estimator.run_config import TaskType
+from distrib.estimator.run_config import RunConfig, TaskType
+from distrib.estimator.spec import Hooks, InputFn
 from distrib.files import atomic_path
+
+if TYPE_CHECKING:
+    from distrib.estimator.estimator import Estimator
 
 __all__ = ["TrainSpec", "EvalSpec", "train_and_evaluate"]
 
@@ -54,7 +59,7 @@ _DONE_FILE = "training_done.json"
 
 
 class _TrainSpecFields(NamedTuple):
-    input_fn: Any
+    input_fn: InputFn
     max_steps: int | None = None
     hooks: tuple[SessionRunHook, ...] = ()
     saving_listeners: tuple[CheckpointSaverListener, ...] = ()
@@ -66,25 +71,30 @@ class TrainSpec(_TrainSpecFields):
     Its fields are checked when it is created, as TensorFlow does.
     """
 
-    def __new__(cls, input_fn: Any, max_steps: int | None = None,
-                hooks: Any = (), saving_listeners: Any = ()) -> TrainSpec:
-        spec = super().__new__(cls, input_fn, max_steps, hooks, saving_listeners)
-        return cls._validated(spec)
+    def __new__(cls, input_fn: InputFn, max_steps: int | None = None, hooks: Hooks = (),
+                saving_listeners: Iterable[CheckpointSaverListener] | None = ()) -> TrainSpec:
+        return cls._checked(super().__new__(cls, input_fn, max_steps), hooks, saving_listeners)
 
     @classmethod
     def _validated(cls, spec: TrainSpec) -> TrainSpec:
+        return cls._checked(spec, spec.hooks, spec.saving_listeners)
+
+    @staticmethod
+    def _checked(spec: TrainSpec, hooks: Hooks,
+                 listeners: Iterable[CheckpointSaverListener] | None) -> TrainSpec:
+        """``spec`` with ``hooks`` and ``listeners`` as tuples, every field checked."""
         _input_fn("TrainSpec", spec.input_fn, "pass the training input function")
         _positive("TrainSpec max_steps", spec.max_steps)
-        return spec._replace(hooks=tuple(check_hooks(spec.hooks, "TrainSpec hooks")),
-                             saving_listeners=tuple(spec.saving_listeners or ()))
+        return spec._replace(hooks=tuple(check_hooks(hooks, "TrainSpec hooks")),
+                             saving_listeners=tuple(listeners or ()))
 
 
 class _EvalSpecFields(NamedTuple):
-    input_fn: Any
+    input_fn: InputFn
     steps: int | None = 100
     name: str | None = None
     hooks: tuple[SessionRunHook, ...] = ()
-    exporters: Any = ()
+    exporters: tuple[Exporter, ...] = ()
     start_delay_secs: float = 120
     throttle_secs: float = 600
 
@@ -95,15 +105,22 @@ class EvalSpec(_EvalSpecFields):
     Its fields are checked when it is created, as TensorFlow does.
     """
 
-    def __new__(cls, input_fn: Any, steps: int | None = 100, name: str | None = None,
-                hooks: Any = (), exporters: Any = (), start_delay_secs: float = 120,
+    def __new__(cls, input_fn: InputFn, steps: int | None = 100, name: str | None = None,
+                hooks: Hooks = (), exporters: Exporter | Iterable[Exporter] | None = (),
+                start_delay_secs: float = 120,
                 throttle_secs: float = 600) -> EvalSpec:
-        spec = super().__new__(cls, input_fn, steps, name, hooks, exporters,
-                               start_delay_secs, throttle_secs)
-        return cls._validated(spec)
+        spec = super().__new__(cls, input_fn, steps, name, (), (), start_delay_secs,
+                               throttle_secs)
+        return cls._checked(spec, hooks, exporters)
 
     @classmethod
     def _validated(cls, spec: EvalSpec) -> EvalSpec:
+        return cls._checked(spec, spec.hooks, spec.exporters)
+
+    @staticmethod
+    def _checked(spec: EvalSpec, hooks: Hooks,
+                 exporters: Exporter | Iterable[Exporter] | None) -> EvalSpec:
+        """``spec`` with ``hooks`` and ``exporters`` as tuples, every field checked."""
         _input_fn("EvalSpec", spec.input_fn, "pass the evaluation input function")
         _positive("EvalSpec steps", spec.steps)
         if spec.name is not None and not isinstance(spec.name, str):
@@ -115,17 +132,17 @@ class EvalSpec(_EvalSpecFields):
                     or not 0 <= value < float("inf"):
                 raise UsageError(explain(f"EvalSpec {field}", value, f"Must specify {field} "
                                          f">= 0, given: {value}", "pass 0 or more seconds"))
-        return spec._replace(hooks=tuple(check_hooks(spec.hooks, "EvalSpec hooks")),
-                             exporters=check_exporters(spec.exporters))
+        return spec._replace(hooks=tuple(check_hooks(hooks, "EvalSpec hooks")),
+                             exporters=check_exporters(exporters))
 
 
-def _input_fn(spec: str, input_fn: Any, fix: str) -> None:
+def _input_fn(spec: str, input_fn: object, fix: str) -> None:
     if not callable(input_fn):
         raise InvalidTypeError(explain(f"{spec} input_fn", input_fn, "`input_fn` must be "
                                        f"callable, given: {input_fn!r}", fix))
 
 
-def _positive(name: str, value: Any) -> None:
+def _positive(name: str, value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                               or value <= 0):
         raise UsageError(explain(name, value, f"Must specify {name.split()[-1]} > 0, given: "
@@ -135,7 +152,8 @@ def _positive(name: str, value: Any) -> None:
 class _Evaluator:
     """Evaluates the newest checkpoint (once per checkpoint) and runs the exporters."""
 
-    def __init__(self, estimator: Any, eval_spec: EvalSpec, max_steps: int | None) -> None:
+    def __init__(self, estimator: Estimator, eval_spec: EvalSpec, max_steps: int | None
+                 ) -> None:
         self._estimator = estimator
         self._spec = eval_spec
         self._max_steps = max_steps
@@ -220,7 +238,7 @@ class _EvalAfterSave(CheckpointSaverListener):
                                "missing checkpoint")
 
 
-def _run_training(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpec | None,
+def _run_training(estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec | None,
                   marker: str | None) -> tuple[dict[str, Any] | None, list[bytes]] | None:
     listeners = list(train_spec.saving_listeners)
     evaluator = None
@@ -244,7 +262,7 @@ def _run_training(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpec | N
     return evaluator.metrics, evaluator.exports
 
 
-def _cluster_id(config: Any) -> str:
+def _cluster_id(config: RunConfig) -> str:
     """The same id on every task of one cluster (its TF_CONFIG cluster), to match markers."""
     text = cluster_env.tf_config_text()
     cluster = parse_tf_config(text).raw.get("cluster", {}) if text else \
@@ -252,14 +270,14 @@ def _cluster_id(config: Any) -> str:
     return hashlib.sha256(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _clear_marker(estimator: Any, marker: str) -> None:
+def _clear_marker(estimator: Estimator, marker: str) -> None:
     if estimator._is_chief:
         path = os.path.join(estimator.model_dir, _DONE_FILE)
         if os.path.exists(path):
             os.remove(path)
 
 
-def _write_marker(estimator: Any, marker: str) -> None:
+def _write_marker(estimator: Estimator, marker: str) -> None:
     if not estimator._is_chief:
         return
     latest = estimator.latest_checkpoint()
@@ -271,7 +289,7 @@ def _write_marker(estimator: Any, marker: str) -> None:
         json.dump(doc, f)
 
 
-def _training_finished_at(estimator: Any, marker: str) -> int | None:
+def _training_finished_at(estimator: Estimator, marker: str) -> int | None:
     try:
         with open(os.path.join(estimator.model_dir, _DONE_FILE), encoding="utf-8") as f:
             doc = json.load(f)
@@ -282,7 +300,7 @@ def _training_finished_at(estimator: Any, marker: str) -> int | None:
     return int(doc["global_step"])
 
 
-def _run_evaluator(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpec,
+def _run_evaluator(estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec,
                    marker: str) -> None:
     if estimator.config.task_id != 0:
         raise ConfigError(explain("TF_CONFIG task.index", estimator.config.task_id,
@@ -317,7 +335,7 @@ _DELAY_SECS_PER_WORKER = 5
 _MAX_DELAY_SECS = 60
 
 
-def _delay_worker(estimator: Any) -> None:
+def _delay_worker(estimator: Estimator) -> None:
     """TensorFlow's staggered start of independent workers: ``min(max, (id + 1) * 5)`` s.
 
     Only workers that train on their own (no multi-replica strategy) wait: replicas of a
@@ -335,7 +353,8 @@ def _delay_worker(estimator: Any) -> None:
         time.sleep(delay)
 
 
-def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpec) -> Any:
+def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec
+                       ) -> tuple[dict[str, Any] | None, list[bytes]] | None:
     """Train and evaluate as the task's role says.  See the module docstring."""
     from distrib.estimator.estimator import Estimator
 
@@ -353,7 +372,8 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpe
     config = estimator.config
     task = config.task_type
     if task == TaskType.EVALUATOR:
-        return _run_evaluator(estimator, train_spec, eval_spec, _cluster_id(config))
+        _run_evaluator(estimator, train_spec, eval_spec, _cluster_id(config))
+        return None
     if not config.cluster_spec:
         if estimator._is_chief:
             _log.info("Running training and evaluation locally (non-distributed).")
@@ -361,7 +381,8 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpe
     if task == TaskType.PS:
         from distrib.estimator.parameter_server import serve
 
-        return serve(estimator)
+        serve(estimator)
+        return None
     if task not in (TaskType.CHIEF, TaskType.WORKER):
         raise ConfigError(explain("task_type", task, f"Task type {task} is not supported. "
                                   "Supported task types are chief, worker, evaluator, ps",

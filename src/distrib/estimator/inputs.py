@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,7 +29,12 @@ from distrib.data import Dataset
 from distrib.distribute.values import unwrap
 from distrib.errors import InvalidTypeError, UsageError, explain
 from distrib.estimator.functions import call_input_fn
-from distrib.input import as_dataset
+from distrib.estimator.spec import InputFn, Params
+from distrib.input import DistributedDataset, InputContext, as_dataset
+
+if TYPE_CHECKING:
+    from distrib.estimator.run_config import RunConfig
+    from distrib.strategies.base import Strategy
 
 __all__ = ["make_dataset", "split_element", "rows_of", "local_batches", "distributed_dataset"]
 
@@ -82,10 +87,10 @@ def rows_of(features: Any, labels: Any = None) -> int:
     return 1
 
 
-def distributed_dataset(input_fn: Any, mode: str, params: Any, config: Any,
-                        strategy: Any) -> Any:
+def distributed_dataset(input_fn: InputFn, mode: str, params: Params, config: RunConfig,
+                        strategy: Strategy) -> DistributedDataset | Dataset:
     """This replica's pipeline of ``input_fn`` under ``strategy``."""
-    def dataset_fn(input_context: Any) -> Dataset:
+    def dataset_fn(input_context: InputContext) -> Dataset:
         return make_dataset(call_input_fn(input_fn, mode, params, config, input_context))
     return strategy.distribute_datasets_from_function(dataset_fn)
 

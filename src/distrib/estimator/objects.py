@@ -37,8 +37,9 @@ import copyreg
 import re
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import torch
 from torch import nn
@@ -48,7 +49,13 @@ from distrib.estimator.hooks import SessionRunHook
 from distrib.mixed_precision import LossScaleOptimizer
 from distrib.training.metric_base import Metric
 
-__all__ = ["ObjectStore", "install_reuse", "active_store", "snake_name", "get_global_step"]
+__all__ = ["ObjectStore", "install_reuse", "active_store", "snake_name", "get_global_step",
+           "Trackable"]
+
+#: What a checkpoint of the store saves: a root module, an optimizer, an LR scheduler.
+Trackable = (nn.Module | torch.optim.Optimizer | torch.optim.lr_scheduler.LRScheduler
+             | LossScaleOptimizer)
+_T = TypeVar("_T")
 
 _local = threading.local()
 _SIMPLE = (type(None), bool, int, float, str)
@@ -80,7 +87,7 @@ def _skipping(cls: type) -> type:
     """A subclass of ``cls`` whose ``__init__`` only turns the object back into ``cls``."""
     sub = _skip_classes.get(cls)
     if sub is None:
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        def __init__(self: object, *args: object, **kwargs: object) -> None:
             object.__setattr__(self, "__class__", cls)
 
         sub = type(cls.__name__, (cls,), {"__init__": __init__, "__slots__": (),
@@ -90,7 +97,7 @@ def _skipping(cls: type) -> type:
     return sub
 
 
-def _is_object_new(fn: Any) -> bool:
+def _is_object_new(fn: object) -> bool:
     """Whether ``fn`` is ``object.__new__`` (which takes no constructor arguments).  Not by
     identity alone: while torch.compile traces, another builtin object can stand for it."""
     return bool(fn is object.__new__ or fn == object.__new__
@@ -151,22 +158,22 @@ class ObjectStore:
     """
 
     def __init__(self) -> None:
-        self.objects: list[Any] = []
-        self._by_class: dict[type, list[Any]] = {}
+        self.objects: list[object] = []
+        self._by_class: dict[type, list[object]] = {}
         self._args: dict[int, tuple[Any, ...]] = {}
         self._checks: dict[int, int] = {}
         self._classes: dict[int, type] = {}
         self._counts: dict[type, int] = {}
         self._build = False
-        self._boundary: Any = None
-        self.new_objects: list[Any] = []
+        self._boundary: types.CodeType | None = None
+        self.new_objects: list[object] = []
         self.summaries: dict[str, Any] = {}
         self.global_step: torch.Tensor | None = None
         self._bases = _reusable_bases()
 
     # ------------------------------------------------------------ calling
-    def call(self, fn: Callable[..., Any], args: Sequence[Any] = (),
-             kwargs: dict[str, Any] | None = None, build: bool = False) -> Any:
+    def call(self, fn: Callable[..., _T], args: Sequence[Any] = (),
+             kwargs: dict[str, Any] | None = None, build: bool = False) -> _T:
         """Run ``fn(*args, **kwargs)`` with this store active.
 
         ``build``: new objects may be made (the first call of a mode); otherwise a
@@ -186,9 +193,10 @@ class ObjectStore:
     def _nested(self) -> bool:
         """Whether the construction runs inside the ``__init__`` of a reusable object, or is
         a copy (``copy.deepcopy`` makes objects through ``copyreg.__newobj__``)."""
-        frame: Any = sys._getframe(3)
-        if frame.f_code in _COPY_CODES:
+        caller = sys._getframe(3)
+        if caller.f_code in _COPY_CODES:
             return True
+        frame: types.FrameType | None = caller
         while frame is not None and frame.f_code is not self._boundary:
             if frame.f_code.co_name == "__init__" and isinstance(
                     frame.f_locals.get("self"), self._bases):
@@ -196,7 +204,8 @@ class ObjectStore:
             frame = frame.f_back
         return False
 
-    def _construct(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _construct(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]
+                   ) -> object | None:
         if self._nested():
             return None
         index = self._counts.get(cls, 0)
@@ -224,7 +233,7 @@ class ObjectStore:
         self._classes[id(obj)] = cls
         return obj
 
-    def _check_args(self, obj: Any, cls: type, index: int, args: tuple[Any, ...],
+    def _check_args(self, obj: object, cls: type, index: int, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> None:
         """Compare plain arguments with the first call's (on an object's first few reuses:
         a program whose arguments change shows it at once, and later steps pay nothing)."""
@@ -244,6 +253,12 @@ class ObjectStore:
                 "under different classes"))
 
     # ------------------------------------------------------------ views
+    @overload
+    def of_type(self, kind: type[_T]) -> list[_T]: ...
+
+    @overload
+    def of_type(self, kind: tuple[type, ...]) -> list[Any]: ...
+
     def of_type(self, kind: type | tuple[type, ...]) -> list[Any]:
         """The objects that are instances of ``kind``, in creation order."""
         return [obj for obj in self.objects if isinstance(obj, kind)]
@@ -268,17 +283,18 @@ class ObjectStore:
             out[id(obj)] = base if n == 0 else f"{base}_{n}"
         return out
 
-    def trackable(self) -> dict[str, Any]:
+    def trackable(self) -> dict[str, Trackable]:
         """What a checkpoint saves: root modules, optimizers, LR schedulers, by name."""
         names = self.names()
         kinds = (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler,
                  LossScaleOptimizer)
-        chosen = [*self.root_modules(), *self.of_type(kinds)]
+        chosen: dict[int, Trackable] = {id(o): o for o in [*self.root_modules(),
+                                                            *self.of_type(kinds)]}
         wrapped = {id(o.inner_optimizer) for o in self.of_type(LossScaleOptimizer)}
-        return {names[id(o)]: o for o in self.objects
-                if any(o is c for c in chosen) and id(o) not in wrapped}
+        return {names[id(o)]: chosen[id(o)] for o in self.objects
+                if id(o) in chosen and id(o) not in wrapped}
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[object]:
         return iter(self.objects)
 
 

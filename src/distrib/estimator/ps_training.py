@@ -40,25 +40,27 @@ Example (``Estimator.train`` does this on a cluster with ``ps`` tasks)::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torch import nn
 
 from distrib.cluster import SimpleClusterResolver
 
 if TYPE_CHECKING:  # gRPC is imported only where a cluster has ps tasks
+    from distrib.estimator.run_config import RunConfig
+    from distrib.estimator.runtime import ModelRuntime
     from distrib.strategies.between_graph import BetweenGraphStrategy
 
 __all__ = ["PsTraining", "uses_ps", "between_graph_strategy"]
 
 
-def uses_ps(config: Any) -> bool:
+def uses_ps(config: RunConfig) -> bool:
     """Whether this task trains against ``ps`` tasks (a ``ps`` job, no ``train_distribute``)."""
     return (config.train_distribute is None and config.num_ps_replicas > 0
             and config.task_type in ("chief", "worker"))
 
 
-def between_graph_strategy(config: Any) -> BetweenGraphStrategy:
+def between_graph_strategy(config: RunConfig) -> BetweenGraphStrategy:
     """The strategy of this task of ``config``'s cluster (see :func:`uses_ps`); connects
     to nothing yet."""
     from distrib.strategies.between_graph import BetweenGraphStrategy
@@ -81,7 +83,7 @@ class PsTraining:
         self.is_chief = self._ext.is_chief
         self.timeout = self._ext.timeout
 
-    def start(self, runtime: Any) -> bool:
+    def start(self, runtime: ModelRuntime) -> bool:
         """Connect, place the variables and agree with the chief; returns whether training ended."""
         names = [(name, obj) for name, obj in runtime.store.trackable().items()
                  if isinstance(obj, nn.Module)]
@@ -100,7 +102,7 @@ class PsTraining:
         """
         return self._ext.advance()
 
-    def sync_local(self, runtime: Any) -> None:
+    def sync_local(self, runtime: ModelRuntime) -> None:
         """Before a checkpoint: take the global step from ``ps:0`` (the checkpoint reads
         the values and the optimizer slots from the ``ps`` tasks through the strategy's
         state-dict seams)."""
@@ -108,7 +110,7 @@ class PsTraining:
             return
         runtime.step = self._ext.global_step()
 
-    def finish(self, runtime: Any) -> None:
+    def finish(self, runtime: ModelRuntime) -> None:
         """The loop ended: the chief stops the workers and waits for them; a worker reports."""
         step = self._ext.finish()
         if step is not None:

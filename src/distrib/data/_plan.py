@@ -26,11 +26,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from distrib.data import _nest
+
+if TYPE_CHECKING:
+    from distrib.data.dataset import Dataset
 
 __all__ = ["Ctx", "BatchRef", "mix", "generator", "buffered_shuffle", "group_by"]
 
@@ -115,7 +118,7 @@ class BatchRef:
         (4, [5, 6])
     """
 
-    source: Any
+    source: Dataset
     positions: torch.Tensor
     ctx: Ctx
     post: tuple[tuple[str, Any], ...] = field(default=())

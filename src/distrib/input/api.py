@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distrib.data import AutoShardPolicy, Dataset, graph
 from distrib.distribute.group import ReplicaGroupInfo
@@ -39,6 +39,9 @@ from distrib.input.convert import as_dataset
 from distrib.input.distributed import DistributedDataset
 from distrib.input.plan import StepPlan
 from distrib.input.sharding import apply_policy
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
 
 __all__ = ["distribute_dataset", "distribute_datasets_from_function", "make_plan"]
 
@@ -125,7 +128,7 @@ def make_plan(dataset: Dataset, group: ReplicaGroupInfo) -> StepPlan:
                 portable=False)
 
 
-def distribute_dataset(dataset: Any, group: ReplicaGroupInfo,
+def distribute_dataset(dataset: Dataset | DataLoader[Any], group: ReplicaGroupInfo,
                        options: InputOptions | None = None) -> DistributedDataset:
     """Split the global batches of ``dataset`` across the replicas of ``group``.
 
@@ -157,7 +160,7 @@ def distribute_dataset(dataset: Any, group: ReplicaGroupInfo,
     return DistributedDataset(plan, group, options, seed)
 
 
-def distribute_datasets_from_function(dataset_fn: Callable[[InputContext], Any],
+def distribute_datasets_from_function(dataset_fn: Callable[[InputContext], object],
                                       group: ReplicaGroupInfo,
                                       options: InputOptions | None = None
                                       ) -> DistributedDataset:

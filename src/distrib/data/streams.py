@@ -74,9 +74,10 @@ class Streaming(_Passthrough):
 
     def __init__(self, dataset: Dataset, fn: Callable[..., Any] | None = None,
                  what: str = "", fix: str = "pass a function") -> None:
-        if fn is not None:
+        if what:  # a node that takes user code: ``fn`` must be callable (None included)
             check_callable(what, fn, fix)
-            self._fn = fn
+            assert fn is not None  # check_callable raised otherwise
+            self._fn: Callable[..., Any] = fn
         super().__init__(dataset)
 
     def _compute_kind(self) -> str | None:

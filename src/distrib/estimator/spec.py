@@ -88,7 +88,7 @@ def optimizers_of(train_op: TrainOp | None) -> list[StepsParameters] | None:
     return None
 
 
-def _check_train_op(train_op: Any) -> None:
+def _check_train_op(train_op: TrainOp | None) -> None:
     if optimizers_of(train_op) is None and not callable(train_op):
         raise InvalidTypeError(explain(
             "EstimatorSpec train_op", train_op, "must be a torch optimizer (the Estimator "
@@ -97,7 +97,7 @@ def _check_train_op(train_op: Any) -> None:
             " lr=0.01), instead of optimizer.minimize(...)"))
 
 
-def _check_loss(loss: Any, mode: str) -> None:
+def _check_loss(loss: object, mode: str) -> None:
     if isinstance(loss, torch.Tensor):
         if loss.dim() == 0 or tuple(loss.shape) == (1,):
             return
@@ -111,7 +111,7 @@ def _check_loss(loss: Any, mode: str) -> None:
                                    "that model_fn computed"))
 
 
-def _check_predictions(predictions: Any) -> None:
+def _check_predictions(predictions: object) -> None:
     if isinstance(predictions, torch.Tensor):
         return
     if isinstance(predictions, Mapping) and predictions and all(
@@ -122,7 +122,7 @@ def _check_predictions(predictions: Any) -> None:
                                    "return a tensor, or a dict of name -> tensor"))
 
 
-def _check_metric_ops(ops: Any) -> dict[str, Any]:
+def _check_metric_ops(ops: object) -> dict[str, Metric | Sequence[Any]]:
     if ops is None:
         return {}
     if not isinstance(ops, Mapping):

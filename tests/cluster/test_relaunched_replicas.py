@@ -34,6 +34,15 @@ def test_replicas_draw_the_same_numbers_before_and_after_the_strategy(tmp_path: 
     assert first == second
 
 
+def test_torch_imported_after_distrib_draws_the_same_numbers(tmp_path: Path) -> None:
+    program = PROGRAM.with_name("random_state_distrib_first.py")
+    proc = run_python([str(program), str(tmp_path)], env=clean_env(OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = replicas(tmp_path)
+    assert first == second
+    assert first["before"]["loader"] == "SourceFileLoader"  # torch keeps its own loader
+
+
 def test_a_program_given_with_dash_c_is_started_again(tmp_path: Path) -> None:
     code = PROGRAM.read_text()
     proc = run_python(["-c", code, str(tmp_path)], env=clean_env(OMP_NUM_THREADS="1"))

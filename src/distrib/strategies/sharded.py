@@ -65,7 +65,7 @@ from distrib.strategies._gradient_sync import StepRecord
 from distrib.strategies._processes import checked_options, establish, select_devices
 from distrib.strategies._replication import is_replicated, mark_replicated
 from distrib.strategies.base import Strategy, StrategyExtended
-from distrib.strategies.extended import OptimizerT, ResultT
+from distrib.strategies.extended import OptimizerT, ResultT, StepRunner
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -272,10 +272,21 @@ class ShardedExtended(StrategyExtended):
         try:
             return super()._call_for_each_replica(fn, args, kwargs, global_batch_size)
         except (RuntimeError, AttributeError) as exc:
-            error = explain_torch_error(exc) if self._shardings else None
-            if error is None:
+            if (error := explain_torch_error(exc) if self._shardings else None) is None:
                 raise
             raise error from exc
+
+    def _step_runner(self, fn: Callable[..., ResultT]) -> StepRunner[ResultT]:
+        step = super()._step_runner(fn)
+
+        def explained(args: tuple[Nest, ...], global_batch_size: int | None = None) -> ResultT:
+            try:
+                return step(args, global_batch_size)
+            except (RuntimeError, AttributeError) as exc:
+                if (error := explain_torch_error(exc) if self._shardings else None) is None:
+                    raise
+                raise error from exc
+        return explained
 
     def _materialize(self, module: nn.Module, comm: Communicator | None) -> None:
         """Give a module created on the meta device storage for its shards only, then

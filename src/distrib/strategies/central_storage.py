@@ -19,12 +19,11 @@ Example::
 from __future__ import annotations
 
 import weakref
-from typing import Any
 
 import torch
 from torch import nn
 
-from distrib.cluster import auto_resolver
+from distrib.cluster import ClusterResolver, auto_resolver
 from distrib.comm import collectives
 from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationOptions
@@ -62,7 +61,8 @@ class CentralStorageExtended(StrategyExtended):
     """Reduce gradients onto the chief, update there once, broadcast the new values."""
 
     def __init__(self, comm: Communicator | None, device: torch.device,
-                 compute_devices: tuple[str, ...], parameter_device: str, resolver: Any,
+                 compute_devices: tuple[str, ...], parameter_device: str,
+                 resolver: ClusterResolver | None,
                  options: CommunicationOptions) -> None:
         super().__init__(comm, device, compute_devices, wrap=True, cluster_resolver=resolver,
                          options=options)

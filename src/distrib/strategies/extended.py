@@ -63,7 +63,7 @@ _ResultT_co = TypeVar("_ResultT_co", covariant=True)
 class StepRunner(Protocol[_ResultT_co]):
     """A replica function prepared to run as this replica's step (:meth:`StrategyExtended.step_runner`)."""
 
-    def __call__(self, args: tuple[Any, ...], global_batch_size: int | None = None
+    def __call__(self, args: tuple[Nest, ...], global_batch_size: int | None = None
                  ) -> _ResultT_co: ...
 
 

@@ -96,7 +96,8 @@ def _secret() -> str:
 class ParameterServerStrategyExtended(StrategyExtended):
     """The library half of :class:`ParameterServerStrategy` (see the module docstring)."""
 
-    def __init__(self, resolver: Any, spec: ClusterSpec, task_type: str, task_id: int,
+    def __init__(self, resolver: ClusterResolver | None, spec: ClusterSpec, task_type: str,
+                 task_id: int,
                  partitioner: Any, options: CommunicationOptions, secret: str) -> None:
         super().__init__(None, torch.device("cpu"), ("cpu:0",), wrap=False,
                          cluster_resolver=resolver, options=options)

@@ -99,7 +99,7 @@ def test_backup_and_restore_resumes_exactly_for_every_input_dtype(runs) -> None:
 def test_replicas_that_read_different_data_raise_naming_the_replica(runs) -> None:
     for rank in (0, 1):
         got = _result(runs["mirrored"], "different_data", rank)
-        for kind in ("dataset", "shuffled", "estimator"):
+        for kind in ("dataset", "shuffled", "custom_loop", "estimator"):
             err = got[kind]
             assert err is not None and err["type"] == "DataError", (rank, kind, err)
             assert "replica(s) [1]" in err["message"] and "Fix:" in err["message"]

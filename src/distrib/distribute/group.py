@@ -25,7 +25,7 @@ from distrib.comm.collectives import check_same_signature
 from distrib.comm.ops import ReduceOp
 from distrib.nest import map_structure
 
-__all__ = ["ReplicaGroupInfo", "StrategyLike", "ExtendedLike", "WrappedOptimizer", "AnyOptimizer",
+__all__ = ["ReplicaGroupInfo", "PendingDataCheck", "StrategyLike", "ExtendedLike", "WrappedOptimizer", "AnyOptimizer",
            "gather_lists"]
 
 
@@ -44,6 +44,30 @@ def _gather_alone(t: torch.Tensor, axis: int) -> torch.Tensor:
 
 def _check_alone(what: str, value: Any, free_axes: Sequence[int]) -> None:
     check_same_signature(None, what, value, free_axes)
+
+
+class PendingDataCheck:
+    """The fingerprint of the global batch this replica's next step reads, left by the
+    distributed iterator for that step to compare (a custom loop's data check, made
+    where every step passes through: ``strategy.run``).  Loops that compare fingerprints
+    in their own per-step agreement (the step engine) leave nothing here.
+
+    Example:
+        >>> check = PendingDataCheck(); check.note(7); check.take(), check.take()
+        (7, None)
+    """
+
+    def __init__(self) -> None:
+        self._digest: int | None = None
+
+    def note(self, digest: int) -> None:
+        """Leave ``digest`` for the next step (replacing one no step took)."""
+        self._digest = digest
+
+    def take(self) -> int | None:
+        """The fingerprint left for this step, once (None when there is none)."""
+        digest, self._digest = self._digest, None
+        return digest
 
 
 @dataclass(frozen=True)
@@ -84,6 +108,8 @@ class ReplicaGroupInfo:
             dtypes and shapes (dimensions in ``free_axes`` may differ) made of
             tensors and numbers; call it before a collective on user values.
             Nothing travels between replicas but tensors (no pickled objects).
+        data_check: the input's fingerprint that the next ``strategy.run`` compares
+            (:class:`PendingDataCheck`).
 
     Every replica must call a collective the same number of times, in the same order.
     """
@@ -103,6 +129,7 @@ class ReplicaGroupInfo:
     place_batch: Callable[[Any], Any] | None = None
     checkpoint_group: Callable[[], Any] = lambda: None
     check_signature: Callable[[str, Any, Sequence[int]], None] = _check_alone
+    data_check: PendingDataCheck = field(default_factory=PendingDataCheck, compare=False)
 
     @classmethod
     def single(cls, device: torch.device | str = "cpu", wrap_per_replica: bool = False

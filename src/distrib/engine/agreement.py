@@ -25,27 +25,9 @@ import torch
 
 from distrib import nest
 from distrib.distribute.group import ReplicaGroupInfo
-from distrib.errors import DataError, explain
-from distrib.input.digest import same_data
+from distrib.input.digest import check_same_data
 
 __all__ = ["StepAgreement", "Agreement", "Agreed", "local_rows"]
-
-
-def _check_fingerprints(every: list[int], local_replicas: int) -> None:
-    """Raise, on every replica alike, when the replicas' fingerprints differ."""
-    differ = same_data(every, local_replicas)
-    if differ:
-        raise DataError(explain(
-            "input data", f"replica(s) {differ} read a different global batch than "
-            "replica 0 (or than their worker's first replica)", "replicas that split one "
-            "dataset, or take the batches of one worker's pipeline in turn, must build it "
-            "from the same "
-            "data (each replica process builds the pipeline itself; here the batch "
-            "its replicas split differs: data drawn at random per process, a file "
-            "that changed, a different argument)", "build the data identically in "
-            "every process (seed numpy before drawing, e.g. np.random.seed(0), and "
-            "draw the same values everywhere), or give each replica its own data "
-            "with strategy.distribute_datasets_from_function"))
 
 
 def local_rows(batch: Any) -> int:
@@ -98,7 +80,7 @@ class Agreement:
             reduced = self._group.all_reduce_sum(torch.tensor(values + slots,
                                                               dtype=torch.float64))
             values = [float(v) for v in reduced.tolist()]
-            _check_fingerprints([int(v) << 10 for v in values[7:]],
+            check_same_data([int(v) << 10 for v in values[7:]],
                                 self._group.local_replicas)
         total_loss = values[2] / values[3] if values[3] > 0 else (
             float("nan") if loss is not None and np.isnan(loss) else None)
@@ -125,5 +107,5 @@ class StepAgreement:
         if known is not None or digest is None or self.replicas == 1:
             return known
         every = self.group.each([local_rows(batch), digest])
-        _check_fingerprints([d for _, d in every], self.group.local_replicas)
+        check_same_data([d for _, d in every], self.group.local_replicas)
         return sum(r for r, _ in every)

@@ -39,6 +39,7 @@ from distrib.estimator.mode_keys import ModeKeys
 from distrib.estimator.saver_hooks import CheckpointSaverHook, SummarySaverHook
 from distrib.estimator.session import HookRunner, RunSession, set_named
 from distrib.estimator.spec import EstimatorSpec
+from distrib.input import DistributedIterator
 from distrib.nest import Nest
 from distrib.strategies.base import Strategy
 from distrib.training.callbacks.tensorboard import summary_writer
@@ -170,6 +171,8 @@ def _run_training(runtime: ModelRuntime, strategy: Strategy, dataset: Iterable[N
     chief = runtime.is_chief
     agreement = Agreement(ext.replica_group)
     iterator = iter(dataset)
+    if isinstance(iterator, DistributedIterator):  # compared with each step's exchange
+        iterator.compare_fingerprints = False
     if runtime.writers is None:
         runtime.writers = Writers()
     writers = runtime.writers

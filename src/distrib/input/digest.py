@@ -28,8 +28,9 @@ import numpy as np
 import torch
 
 from distrib import nest
+from distrib.errors import DataError, explain
 
-__all__ = ["digest_of", "checked_step", "WORKER_SCOPE", "same_data"]
+__all__ = ["digest_of", "checked_step", "WORKER_SCOPE", "same_data", "check_same_data"]
 
 _MASK = (1 << 62) - 1
 WORKER_SCOPE = 1 << 62
@@ -46,10 +47,35 @@ def same_data(every: list[int], local_replicas: int) -> list[int]:
         >>> same_data([5, 5, 7], 1), same_data([WORKER_SCOPE | 5, WORKER_SCOPE | 5,
         ...                                     WORKER_SCOPE | 7, WORKER_SCOPE | 7], 2)
         ([2], [])
+        >>> same_data([-1, 5, 5], 1), same_data([5, -1], 1)
+        ([], [])
     """
     per_worker = any(d >= 0 and d & WORKER_SCOPE for d in every)
     step = max(1, local_replicas) if per_worker else len(every)
-    return [r for r, d in enumerate(every) if d != every[r - r % step]]
+    differ = []
+    for r, d in enumerate(every):  # a replica that took no batch (-1) compares nothing
+        scope = [e for e in every[r - r % step:r - r % step + step] if e != -1]
+        if d != -1 and scope and d != scope[0]:
+            differ.append(r)
+    return differ
+
+
+def check_same_data(every: list[int], local_replicas: int) -> None:
+    """Raise :class:`~distrib.errors.DataError`, on every replica alike, when the
+    replicas' fingerprints (``every``: one per replica, by id) differ (:func:`same_data`)."""
+    differ = same_data(every, local_replicas)
+    if differ:
+        raise DataError(explain(
+            "input data", f"replica(s) {differ} read a different global batch than "
+            "replica 0 (or than their worker's first replica)", "replicas that split one "
+            "dataset, or take the batches of one worker's pipeline in turn, must build it "
+            "from the same "
+            "data (each replica process builds the pipeline itself; here the batch "
+            "its replicas split differs: data drawn at random per process, a file "
+            "that changed, a different argument)", "build the data identically in "
+            "every process (seed numpy before drawing, e.g. np.random.seed(0), and "
+            "draw the same values everywhere), or give each replica its own data "
+            "with strategy.distribute_datasets_from_function"))
 
 
 def checked_step(step: int, start: int) -> bool:

@@ -249,6 +249,11 @@ class DistributedIterator(Iterator[Any]):
         self._digests: dict[int, int] | None = {} if dataset.fingerprinted else None
         self._start = start
         self._digest: int | None = None
+        #: Whether the fingerprints are left for the next ``strategy.run`` to compare
+        #: (one small all-reduce on the fingerprinted steps: a custom loop's data check);
+        #: a loop that compares them in its own per-step agreement (the step engine)
+        #: sets it False.
+        self.compare_fingerprints = True
         self._start_host()
 
     # ------------------------------------------------------------ set-up
@@ -326,6 +331,8 @@ class DistributedIterator(Iterator[Any]):
         if self._digests is not None:  # -1: a checked step without a batch here
             self._digest = (self._digests.pop(self._pos, -1) if has else -1) \
                 if checked_step(self._pos, self._start) else None
+            if self._digest is not None and self.compare_fingerprints:
+                self._group.data_check.note(self._digest)  # strategy.run compares it
         self._pos += 1
         if self._place is not None:
             batch = self._place(batch)

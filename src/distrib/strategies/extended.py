@@ -38,6 +38,7 @@ from distrib.input import (
     distribute_dataset,
     distribute_datasets_from_function,
 )
+from distrib.input.digest import check_same_data
 from distrib.nest import Nest
 from distrib.strategies._optimizer_steps import OptimizerSteps, OptimizerT
 from distrib.strategies._replication import is_replicated, keeps_in_sync, replicate_module
@@ -242,6 +243,12 @@ class StrategyExtended(OptimizerSteps):
         step over all replicas, is available to the replica as
         ``get_replica_context().global_batch_size(...)`` without a collective.
         """
+        digest = self._group.data_check.take()
+        if digest is not None and self._group.num_replicas_in_sync > 1:
+            # The input's fingerprint of this step's global batch (a custom loop's data
+            # check, on the few steps the input fingerprints): every replica compares.
+            check_same_data([d for (d,) in self._group.each([digest])],
+                            self._group.local_replicas)
         return self._call_for_each_replica(fn, unwrap(tuple(args)),
                                            unwrap(kwargs) if kwargs else {}, global_batch_size)
 

@@ -176,6 +176,14 @@ def different_data(strategy: distrib.Strategy, rid: int, out_prefix: str) -> dic
     x = np.random.randn(64, 6)
     y = (x[:, 0] > 0).astype("int64")
 
+    def custom_loop() -> None:  # a custom loop over the distributed dataset
+        dist = strategy.experimental_distribute_dataset(
+            distrib.data.Dataset.from_tensor_slices((x, y)).batch(BATCH))
+        for xb, _ in dist:
+            strategy.run(lambda t: t.sum(), args=(xb,))
+
+    out["custom_loop"] = error(custom_loop)
+
     def model_fn(features: Any, labels: Any, mode: str) -> Any:
         net = mlp()
         loss = nn.functional.cross_entropy(net(features), labels)

@@ -34,6 +34,7 @@ import collections
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import (
     DataLoader,
@@ -50,6 +51,7 @@ from distrib.data import AutoShardPolicy, Options
 from distrib.data.sources import Generator
 from distrib.errors import UsageError, explain
 from distrib.input import InputOptions, InputReplicationMode, batch_sizes_for_worker
+from distrib.training.input_checks import check_same_arrays
 
 __all__ = ["loader_source", "ReplicaBatches"]
 
@@ -162,12 +164,31 @@ def _check_distributed_sampler(sampler: DistributedSampler[Any], replicas: int,
             "and rank=the replica's id"))
 
 
+def _check_same_items(strategy: Any, dataset: Any) -> None:
+    """Every replica process builds the loader's dataset itself, and each loads only its
+    rows of a global batch: the same dataset everywhere is checked on its first, last and
+    7 evenly spread items (one all-gather of their checksums), as in-memory arrays are."""
+    try:
+        n = len(dataset)
+    except TypeError:
+        return  # no length: nothing to pick by index
+    picks = sorted({0, n - 1, *(n * k // 8 for k in range(1, 8))}) if n else []
+
+    def arrays(item: Any) -> Any:
+        return nest.map_structure(
+            lambda v: np.asarray(v) if isinstance(v, (bool, int, float)) else v, item)
+    check_same_arrays(strategy, {f"dataset[{i}]": arrays(dataset[i]) for i in picks},
+                      what="DataLoader dataset items")
+
+
 def loader_source(dl: DataLoader[Any], strategy: Any, seed: int) -> Any:
     """The input ``DataHandler`` distributes for ``dl``: a ``Dataset`` of global batches
     (split across the replicas by the strategy) or this replica's batches, distributed.
     """
     group = strategy.extended.replica_group
     replicas, replica = strategy.num_replicas_in_sync, group.replica_id
+    if replicas > 1 and not isinstance(dl.dataset, IterableDataset):
+        _check_same_items(strategy, dl.dataset)
     sampler = _sampler_of(dl)
     if isinstance(sampler, DistributedSampler):
         _check_distributed_sampler(sampler, replicas, replica)

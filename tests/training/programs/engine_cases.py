@@ -184,6 +184,14 @@ def different_data(strategy: distrib.Strategy, rid: int, out_prefix: str) -> dic
 
     out["custom_loop"] = error(custom_loop)
 
+    with strategy.scope():  # a torch DataLoader over the same data
+        model = Model(mlp())
+        model.compile(optimizer=sgd(model), loss=scce())
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
+        batch_size=BATCH)
+    out["loader"] = error(lambda: model.fit(loader, epochs=1, verbose=0))
+
     def model_fn(features: Any, labels: Any, mode: str) -> Any:
         net = mlp()
         loss = nn.functional.cross_entropy(net(features), labels)

@@ -98,3 +98,14 @@ def test_a_lazy_module_gets_one_clear_error_and_trains_once_materialised() -> No
         model.compile(optimizer="sgd", loss="mse")
     history = model.fit(np.ones((8, 3), "float32"), np.ones((8, 2), "float32"), verbose=0)
     assert len(history.history["loss"]) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sharded", "model_parallel"])
+def test_get_and_set_weights_take_whole_arrays(kind: str, tmp_path: Path) -> None:
+    out = tmp_path / "weights.json"
+    proc = run_python([str(Path(PROGRAM).parent / "sharded_weights.py"), kind, str(out)])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert report == {"shapes": [[6, 4], [6], [2, 6], [2]], "types": ["ndarray"],
+                      "round_trip": True}

@@ -81,12 +81,16 @@ class ModelWeights(ModelStrategy):
         return self.module if self.module is not None else self
 
     def get_weights(self) -> list[np.ndarray]:
-        """Every parameter and buffer as numpy arrays (``state_dict`` order)."""
-        return saving.get_weights(self._net())
+        """Every parameter and buffer as numpy arrays (``state_dict`` order), whole: read
+        through the strategy (a sharded one gathers them; every replica calls)."""
+        ext = self.distribute_strategy.extended
+        return saving.get_weights(self._net(), ext.module_state_dict(self._net()))
 
     def set_weights(self, weights: list[Any]) -> None:
-        """Set every parameter and buffer from :meth:`get_weights`-ordered arrays."""
-        saving.set_weights(self._net(), weights)
+        """Set every parameter and buffer from :meth:`get_weights`-ordered arrays (whole
+        tensors; the strategy keeps its shards of them; every replica calls)."""
+        saving.set_weights(self._net(), weights,
+                           self.distribute_strategy.extended.load_module_state_dict)
 
     def count_params(self) -> int:
         """The number of parameters."""

@@ -24,7 +24,7 @@ import os
 import re
 import shutil
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -204,18 +204,25 @@ def module_state(obj: Any) -> dict[str, torch.Tensor]:
                              "load a file written by save_weights() or save()"))
 
 
-def get_weights(module: torch.nn.Module) -> list[np.ndarray]:
-    """Every parameter and buffer of ``module`` as numpy arrays, in ``state_dict`` order.
+def get_weights(module: torch.nn.Module,
+                state: Mapping[str, torch.Tensor] | None = None) -> list[np.ndarray]:
+    """Every parameter and buffer of ``module`` as numpy arrays, in ``state_dict`` order
+    (``state``: the full state dict to read them from, e.g. the strategy's).
 
     Example:
         >>> [w.shape for w in get_weights(torch.nn.Linear(3, 2))]
         [(2, 3), (2,)]
     """
-    return [t.detach().cpu().numpy().copy() for t in module.state_dict().values()]
+    values = (state if state is not None else module.state_dict()).values()
+    return [t.detach().cpu().numpy().copy() for t in values]
 
 
-def set_weights(module: torch.nn.Module, weights: list[Any]) -> None:
-    """Copy ``weights`` (numpy arrays or tensors, ``state_dict`` order) into ``module``.
+def set_weights(module: torch.nn.Module, weights: list[Any],
+                load: Callable[[torch.nn.Module, dict[str, Any]], None] | None = None
+                ) -> None:
+    """Set ``module``'s parameters and buffers from ``weights`` (numpy arrays or tensors,
+    ``state_dict`` order, full shapes); ``load(module, state)`` loads them (default: a copy
+    into each tensor; the strategy's seam where it keeps them sharded).
 
     Example:
         >>> net = torch.nn.Linear(1, 1)
@@ -227,15 +234,21 @@ def set_weights(module: torch.nn.Module, weights: list[Any]) -> None:
         raise UsageError(explain("weights", f"list of {len(weights)} arrays",
                                  f"the module has {len(state)} parameters and buffers",
                                  "pass the list that get_weights() returned"))
+    new: dict[str, Any] = {}
+    for (name, target), value in zip(state.items(), weights):
+        src = torch.as_tensor(np.asarray(value) if not isinstance(value, torch.Tensor)
+                              else value)
+        if tuple(src.shape) != tuple(target.shape):  # a DTensor's shape is the whole one
+            raise UsageError(explain(f"weights for {name!r}", tuple(src.shape),
+                                     f"must have shape {tuple(target.shape)}",
+                                     "pass arrays in get_weights() order"))
+        new[name] = src.to(dtype=target.dtype)
+    if load is not None:
+        load(module, new)
+        return
     with torch.no_grad():
-        for (name, target), value in zip(state.items(), weights):
-            src = torch.as_tensor(np.asarray(value) if not isinstance(value, torch.Tensor)
-                                  else value)
-            if tuple(src.shape) != tuple(target.shape):
-                raise UsageError(explain(f"weights for {name!r}", tuple(src.shape),
-                                         f"must have shape {tuple(target.shape)}",
-                                         "pass arrays in get_weights() order"))
-            target.copy_(src.to(device=target.device, dtype=target.dtype))
+        for name, target in state.items():
+            target.copy_(new[name].to(device=target.device))
 
 
 def optimizer_class(optimizer: Any) -> str:

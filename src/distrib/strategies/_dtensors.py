@@ -13,6 +13,8 @@ Example (two replicas, ``p`` a ``(4, 3)`` parameter sharded by rows)::
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -23,7 +25,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from distrib.errors import UsageError, explain
 from distrib.strategies._replication import lazy_parts
 
-__all__ = ["refuse_lazy", "check_mesh_size", "on_meta", "reset_parameters", "lookup", "local", "full",
+__all__ = ["refuse_lazy", "torch_errors_explained", "check_mesh_size", "on_meta", "reset_parameters", "lookup", "local", "full",
            "sum_gradients_in_fsdp", "sum_into_shards", "is_dtensor", "explain_torch_error"]
 
 
@@ -131,6 +133,18 @@ def sum_into_shards(todo: list[tuple[torch.Tensor, Any]]) -> None:
 _NOT_IN_GRAPH = "appears to not have been used in the graph"
 #: FSDP's error when a module's parameters were swapped for plain tensors (functional_call).
 _NOT_SHARDED = "object has no attribute '_local_tensor'"
+
+
+@contextlib.contextmanager
+def torch_errors_explained(active: bool) -> Iterator[None]:
+    """Raise :func:`explain_torch_error`'s error instead of torch's where it has one
+    (``active``: some module is sharded)."""
+    try:
+        yield
+    except (RuntimeError, AttributeError) as exc:
+        if (error := explain_torch_error(exc) if active else None) is None:
+            raise
+        raise error from exc
 
 
 def explain_torch_error(exc: BaseException) -> UsageError | None:

@@ -5,7 +5,9 @@ How a strategy takes part in optimizer steps: :meth:`setup_optimizer` for the op
 (``_step_hooks``) for every ``optimizer.step()`` of the process, whoever created the
 optimizer.  Before a step the default hooks check that every parameter stepped is one
 the strategy keeps in sync and sum the gradients that ``backward`` did not
-(``_gradient_sync``).
+(``_gradient_sync``).  The optimizer state-dict seams (``optimizer_state_dict`` and
+``load_optimizer_state_dict``, wrappers such as ``LossScaleOptimizer`` included) live
+here too.
 
 Example::
 
@@ -17,12 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from distrib.distribute import context
-from distrib.distribute.group import ReplicaGroupInfo
+from distrib.distribute.group import AnyOptimizer, ReplicaGroupInfo
 from distrib.mixed_precision import LossScaleOptimizer
 from distrib.strategies._gradient_sync import StepRecord, sum_gradients
 from distrib.strategies._step_hooks import StepHooks
@@ -157,3 +159,37 @@ class OptimizerSteps:
 
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         pass
+
+    # ------------------------------------------------------------ optimizer state
+    def optimizer_state_dict(self, optimizer: AnyOptimizer) -> dict[str, Any]:
+        """What a checkpoint saves for ``optimizer`` (``optimizer.state_dict()`` unless the
+        strategy keeps its state elsewhere, e.g. on parameter servers or in shards).
+
+        A wrapper (``LossScaleOptimizer``) saves its own entries with its inner
+        optimizer's state, read through the strategy, under ``"inner"``.
+        """
+        if isinstance(optimizer, torch.optim.Optimizer):
+            return self._optimizer_state_dict(optimizer)
+        state = dict(optimizer.state_dict())
+        state["inner"] = self._optimizer_state_dict(optimizer.inner_optimizer)
+        return state
+
+    def _optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        return dict(optimizer.state_dict())
+
+    def load_optimizer_state_dict(self, optimizer: AnyOptimizer,
+                                  state: dict[str, Any]) -> None:
+        """Load what :meth:`optimizer_state_dict` saved into ``optimizer`` (into a wrapper:
+        a wrapper's state, or its inner optimizer's alone)."""
+        if isinstance(optimizer, torch.optim.Optimizer):
+            self._load_optimizer_state_dict(optimizer, state)
+            return
+        inner = optimizer.inner_optimizer
+        wrapped = "inner" in state and "loss_scale" in state
+        self._load_optimizer_state_dict(inner, state["inner"] if wrapped else state)
+        if wrapped:  # the wrapper's own entries; the inner state is in place already
+            optimizer.load_state_dict({**state, "inner": inner.state_dict()})
+
+    def _load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
+                                   state: dict[str, Any]) -> None:
+        optimizer.load_state_dict(state)

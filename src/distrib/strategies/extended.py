@@ -27,7 +27,7 @@ from distrib.comm.group import Communicator
 from distrib.comm.ops import CommunicationOptions, ReduceOp
 from distrib.data import Dataset
 from distrib.distribute import context
-from distrib.distribute.group import AnyOptimizer, ReplicaGroupInfo
+from distrib.distribute.group import ReplicaGroupInfo
 from distrib.distribute.replica_context import ReplicaContext
 from distrib.distribute.sync_on_read import SyncOnReadGroup
 from distrib.distribute.values import Mirrored, unwrap
@@ -452,39 +452,6 @@ class StrategyExtended(OptimizerSteps):
 
     def _load_module_state_dict(self, module: nn.Module, state: dict[str, Any]) -> None:
         module.load_state_dict(state)
-
-    def optimizer_state_dict(self, optimizer: AnyOptimizer) -> dict[str, Any]:
-        """What a checkpoint saves for ``optimizer`` (``optimizer.state_dict()`` unless the
-        strategy keeps its state elsewhere, e.g. on parameter servers or in shards).
-
-        A wrapper (``LossScaleOptimizer``) saves its own entries with its inner
-        optimizer's state, read through the strategy, under ``"inner"``.
-        """
-        if isinstance(optimizer, torch.optim.Optimizer):
-            return self._optimizer_state_dict(optimizer)
-        state = dict(optimizer.state_dict())
-        state["inner"] = self._optimizer_state_dict(optimizer.inner_optimizer)
-        return state
-
-    def _optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        return dict(optimizer.state_dict())
-
-    def load_optimizer_state_dict(self, optimizer: AnyOptimizer,
-                                  state: dict[str, Any]) -> None:
-        """Load what :meth:`optimizer_state_dict` saved into ``optimizer`` (into a wrapper:
-        a wrapper's state, or its inner optimizer's alone)."""
-        if isinstance(optimizer, torch.optim.Optimizer):
-            self._load_optimizer_state_dict(optimizer, state)
-            return
-        inner = optimizer.inner_optimizer
-        wrapped = "inner" in state and "loss_scale" in state
-        self._load_optimizer_state_dict(inner, state["inner"] if wrapped else state)
-        if wrapped:  # the wrapper's own entries; the inner state is in place already
-            optimizer.load_state_dict({**state, "inner": inner.state_dict()})
-
-    def _load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
-                                   state: dict[str, Any]) -> None:
-        optimizer.load_state_dict(state)
 
     # ------------------------------------------------------------------ scope
     def _enter_scope(self) -> None:

@@ -50,7 +50,6 @@ from distrib.errors import UsageError, explain
 from distrib.nest import Nest
 from distrib.strategies._dtensors import (
     check_mesh_size,
-    explain_torch_error,
     full,
     is_dtensor,
     local,
@@ -60,6 +59,7 @@ from distrib.strategies._dtensors import (
     reset_parameters,
     sum_gradients_in_fsdp,
     sum_into_shards,
+    torch_errors_explained,
 )
 from distrib.strategies._gradient_sync import StepRecord
 from distrib.strategies._processes import checked_options, establish, select_devices
@@ -269,23 +269,15 @@ class ShardedExtended(StrategyExtended):
     def _call_for_each_replica(self, fn: Callable[..., ResultT], args: tuple[Nest, ...],
                                kwargs: dict[str, Nest], global_batch_size: int | None
                                ) -> ResultT:
-        try:
+        with torch_errors_explained(bool(self._shardings)):
             return super()._call_for_each_replica(fn, args, kwargs, global_batch_size)
-        except (RuntimeError, AttributeError) as exc:
-            if (error := explain_torch_error(exc) if self._shardings else None) is None:
-                raise
-            raise error from exc
 
     def _step_runner(self, fn: Callable[..., ResultT]) -> StepRunner[ResultT]:
         step = super()._step_runner(fn)
 
         def explained(args: tuple[Nest, ...], global_batch_size: int | None = None) -> ResultT:
-            try:
+            with torch_errors_explained(bool(self._shardings)):
                 return step(args, global_batch_size)
-            except (RuntimeError, AttributeError) as exc:
-                if (error := explain_torch_error(exc) if self._shardings else None) is None:
-                    raise
-                raise error from exc
         return explained
 
     def _materialize(self, module: nn.Module, comm: Communicator | None) -> None:

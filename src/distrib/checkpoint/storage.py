@@ -98,7 +98,7 @@ def check_replaceable(path: str) -> str | None:
     touched.
 
     Example:
-        >>> check_replaceable(os.getcwd()) is not None   # a source tree is not a checkpoint
+        >>> check_replaceable(os.getcwd()) is not None   # run in a source tree  # doctest: +SKIP
         True
     """
     if not os.path.lexists(path):

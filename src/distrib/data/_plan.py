@@ -113,6 +113,7 @@ class BatchRef:
     as TF pads a global batch before it is split among replicas.
 
     Example:
+        >>> from distrib.data import Dataset
         >>> ref = Dataset.range(10).batch(4)._get(torch.tensor([1]), Ctx())[0]
         >>> ref.size(), ref.slice(1, 3).tolist()
         (4, [5, 6])

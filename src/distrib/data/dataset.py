@@ -345,6 +345,7 @@ class Dataset(DatasetMethods, DatasetSources):
         """Produce up to ``buffer_size`` elements ahead in a background thread.
 
         Example:
+            >>> from distrib.data import AUTOTUNE
             >>> [int(x) for x in Dataset.range(3).prefetch(AUTOTUNE)]
             [0, 1, 2]
         """

@@ -70,7 +70,7 @@ def test_the_wheel_requires_only_what_every_user_needs(metadata: email.message.M
     assert ps == {"grpcio", "cloudpickle"}
 
 
-def test_the_wheel_declares_its_licence_urls_and_classifiers(
+def test_the_wheel_declares_its_licence_and_classifiers(
         metadata: email.message.Message) -> None:
     assert metadata["License-Expression"] == "Apache-2.0"
     assert "LICENSE" in (metadata.get_all("License-File") or [])

@@ -72,8 +72,10 @@ def internal_file(filename: str) -> bool:
 def user_frames(tb: TracebackType | None) -> traceback.StackSummary:
     """The frames of ``tb`` that are the user's (outside distrib, torch and the stdlib)."""
     frames = traceback.extract_tb(tb)
+    # (file, line, function, text): the same lines on every Python (no column carets)
     return traceback.StackSummary.from_list(
-        [f for f in frames if not internal_file(f.filename)])
+        [traceback.FrameSummary(f.filename, f.lineno, f.name, lookup_line=False, line=f.line)
+         for f in frames if not internal_file(f.filename)])
 
 
 def format_error(exc: BaseException, tb: TracebackType | None, label: str) -> str:

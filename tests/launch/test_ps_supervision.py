@@ -20,7 +20,7 @@ LAUNCH = [sys.executable, "-m", "distrib.launch", "run"]
 
 # argv: OUT VICTIM HOW FAILS STARTS [CHIEF_STATUS]
 # Every task writes OUT/<task>.<start>.pid (start: DISTRIB_RESTART_COUNT).  VICTIM, in its
-# starts below FAILS, waits until the chief runs and then ends by HOW ("kill9": SIGKILL
+# starts below FAILS, waits until every task of the cluster has started and then ends by HOW ("kill9": SIGKILL
 # to itself; a number: that exit status).  The chief waits for the VICTIM's first STARTS
 # starts (and for the death of those that fail), writes OUT/chief.done and exits with
 # CHIEF_STATUS (default 0).  Workers and evaluators exit 0 after chief.done; ps tasks
@@ -50,8 +50,12 @@ SCRIPT = textwrap.dedent("""
         except OSError:
             return True
 
+    members = sum(len(tasks) for tasks in config["cluster"].values())
+    def started():  # the cluster's tasks that have started at least once
+        return {f.split(".")[0] for f in os.listdir(out)
+                if f.endswith(".pid") and f.split(":")[0] in config["cluster"]}
     if task == victim and start < fails:
-        wait_for(lambda: any(f.startswith("chief:0.") for f in os.listdir(out)))
+        wait_for(lambda: len(started()) >= members)
         if how == "kill9":
             os.kill(os.getpid(), signal.SIGKILL)
         sys.exit(int(how))

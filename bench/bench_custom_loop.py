@@ -14,13 +14,24 @@ process (``--threads``, default 1, through ``OMP_NUM_THREADS`` and
 pins all its threads (gloo's too, once its process group exists) to CPU ``r``
 (``--no-pin`` leaves placement to the kernel).
 
+The loss (``--loss``): distrib's replica step is TensorFlow's custom-loop idiom, the
+per-example loss (``reduction="none"``) averaged over the global batch by
+``distrib.compute_average_loss`` (its gradients are summed over the replicas).  With
+``--loss per-example`` (the default) the raw loop computes the same per-example loss and
+divides its sum by its own batch (DDP averages over the replicas): both sides run the same
+torch operations, and the ratio is distrib's own cost.  With ``--loss mean`` the raw loop
+uses ``cross_entropy``'s fused mean instead, so the ratio also holds the per-example
+form's extra operations (a sum, a division and their backward: about 15 µs per step on
+this MLP, measured in one process).
+
 Method: ``--pairs`` pairs of runs, each run in fresh processes; within a pair the two
 contenders run back to back, the first alternating from pair to pair, so that both see
 the same machine.  Speed = raw time / distrib time per pair (higher is better; target
 >= 0.98); the table shows the median over the pairs and the lowest and highest pair.
 
     python bench/bench_custom_loop.py [--pairs 7] [--models mlp,cnn] [--replicas 1,2]
-                                      [--steps N] [--batch 64] [--threads 1] [--json out.json]
+                                      [--loss per-example|mean] [--steps N] [--batch 64]
+                                      [--threads 1] [--json out.json]
 
 Not a test: it measures, it asserts nothing.
 """
@@ -87,7 +98,8 @@ def run_distrib(model: str, replicas: int, steps: int, batch: int) -> dict[str, 
     return result if rank == 0 else {}
 
 
-def run_ddp(model: str, replicas: int, steps: int, batch: int) -> dict[str, float]:
+def run_ddp(model: str, replicas: int, steps: int, batch: int, loss: str = "per-example"
+            ) -> dict[str, float]:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -100,10 +112,14 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> dict[str, floa
     net = DDP(build(model)) if replicas > 1 else build(model)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     xs, ys = _data(steps + WARMUP, batch, rank)
+    per_example = loss == "per-example"
 
     def step(x: torch.Tensor, y: torch.Tensor) -> None:
-        loss = nn.functional.cross_entropy(net(x), y)
-        loss.backward()
+        if per_example:  # distrib's operations: per-example losses, summed, divided
+            value = nn.functional.cross_entropy(net(x), y, reduction="none").sum() / batch
+        else:
+            value = nn.functional.cross_entropy(net(x), y)
+        value.backward()
         opt.step()
         opt.zero_grad()
 
@@ -114,14 +130,15 @@ def run_ddp(model: str, replicas: int, steps: int, batch: int) -> dict[str, floa
 
 
 def measure(kind: str, model: str, replicas: int, steps: int, batch: int, threads: int,
-            pin: bool) -> dict[str, float]:
+            pin: bool, loss: str = "per-example") -> dict[str, float]:
     """Rank 0's median seconds per step and CPU seconds per step (fresh processes)."""
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("DISTRIB_", "TF_CONFIG", "RANK", "WORLD_SIZE", "MASTER_"))}
     base.update(OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo",
                 BENCH_PIN="1" if pin else "0")
     cmd = [sys.executable, __file__, "--worker", kind, "--model", model,
-           "--replicas", str(replicas), "--steps", str(steps), "--batch", str(batch)]
+           "--replicas", str(replicas), "--steps", str(steps), "--batch", str(batch),
+           "--loss", loss]
     if kind == "distrib" or replicas == 1:
         out = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=600)
         texts = [out.stdout, out.stderr]
@@ -145,13 +162,15 @@ def compare(model: str, replicas: int, args: argparse.Namespace) -> dict[str, An
     ours, raw = [], []
     for pair in range(args.pairs):
         order = ("distrib", "ddp") if pair % 2 == 0 else ("ddp", "distrib")
-        got = {kind: measure(kind, model, replicas, steps, args.batch, args.threads, args.pin)
+        got = {kind: measure(kind, model, replicas, steps, args.batch, args.threads, args.pin,
+                             args.loss)
                for kind in order}
         ours.append(got["distrib"])
         raw.append(got["ddp"])
     speeds = [b["median"] / a["median"] for a, b in zip(ours, raw)]
     cpu_speeds = [b["cpu"] / a["cpu"] for a, b in zip(ours, raw)]
     return {"model": model, "replicas": replicas, "steps": steps, "pairs": args.pairs,
+            "loss": args.loss,
             "distrib_ms": statistics.median(a["median"] for a in ours) * 1e3,
             "raw_ms": statistics.median(b["median"] for b in raw) * 1e3,
             "speed": statistics.median(speeds), "speed_min": min(speeds),
@@ -168,6 +187,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=0,
                     help="timed steps per run (default: 400 for the MLP, 100 for the CNN)")
     ap.add_argument("--batch", type=int, default=64, help="per-replica batch size")
+    ap.add_argument("--loss", choices=["per-example", "mean"], default="per-example",
+                    help="the raw loop's loss: distrib's per-example form (default) or the "
+                         "fused mean")
     ap.add_argument("--pairs", type=int, default=7, help="interleaved pairs of runs")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads per process, both sides")
     ap.add_argument("--no-pin", dest="pin", action="store_false",
@@ -175,8 +197,10 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.worker:
-        fn = run_distrib if args.worker == "distrib" else run_ddp
-        result = fn(args.model, int(args.replicas), args.steps, args.batch)
+        if args.worker == "distrib":
+            result = run_distrib(args.model, int(args.replicas), args.steps, args.batch)
+        else:
+            result = run_ddp(args.model, int(args.replicas), args.steps, args.batch, args.loss)
         if result:
             print("RESULT " + json.dumps(result), flush=True)
         return

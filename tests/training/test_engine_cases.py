@@ -104,7 +104,7 @@ def test_replicas_that_read_different_data_raise_naming_the_replica(runs) -> Non
             assert err is not None and err["type"] == "DataError", (rank, kind, err)
             assert "replica(s) [1]" in err["message"] and "Fix:" in err["message"]
         err = got["loader"]  # checked before fit starts, as in-memory arrays are
-        assert err is not None and err["type"] == "UsageError", (rank, err)
+        assert err is not None and err["type"] == "DataError", (rank, err)
         assert "replica(s) [1]" in err["message"] and "dataset[0]" in err["message"]
     _same(_result(runs["oracle"], "different_data")["same_data"],
           _result(runs["mirrored"], "different_data")["same_data"], "same data")

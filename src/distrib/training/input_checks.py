@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from distrib import nest
-from distrib.errors import UsageError, explain
+from distrib.errors import DataError, explain
 
 __all__ = ["checksum", "check_same_arrays"]
 
@@ -95,7 +95,8 @@ def _leaves(named: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def check_same_arrays(strategy: Any, named: dict[str, Any], what: str = "arrays") -> None:
-    """Raise on every replica unless all hold the same arrays under each name.
+    """Raise :class:`~distrib.errors.DataError` on every replica unless all hold the same
+    arrays under each name (the error every input path raises for differing data).
 
     ``named`` maps a name (``"x"``, ``"y"``, ...) to arrays, tensors or nests of them;
     other values are skipped.  Every replica must call it with the same names: one
@@ -111,7 +112,7 @@ def check_same_arrays(strategy: Any, named: dict[str, Any], what: str = "arrays"
         return
     names = [name for i, (name, _) in enumerate(leaves)
              if any(i >= len(rows[r]) or rows[r][i] != rows[0][i] for r in differing)]
-    raise UsageError(explain(
+    raise DataError(explain(
         f"input {what}", names or [name for name, _ in leaves],
         f"replica(s) {differing} hold different values from replica 0. Every replica "
         "process runs this program and builds its own data; with different data, fit "

@@ -294,6 +294,8 @@ class ExtendedLike(Protocol):
     servers, shards — answers with what it holds).  ``optimizer_state_dict`` and
     ``load_optimizer_state_dict`` do the same for an optimizer, or a wrapper of one (the
     inner optimizer's state through the strategy, the wrapper's own entries beside it).
+    ``manages_optimizer(optimizer)`` takes an optimizer in before a wrapper reads its
+    parameters' gradients (a sharded strategy points it at the sharded parameters).
     """
 
     @property
@@ -314,6 +316,8 @@ class ExtendedLike(Protocol):
 
     def load_optimizer_state_dict(self, optimizer: AnyOptimizer,
                                   state: dict[str, Any]) -> None: ...
+
+    def manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool: ...
 
 
 class StrategyLike(Protocol):

@@ -237,6 +237,10 @@ class LossScaleOptimizer:
             raise UsageError(explain("closure", closure, "LossScaleOptimizer.step does not "
                                      "take a closure", "compute the loss before step()"))
         scaled, self._scaled = self._scaled, False
+        frame = context.current_frame()
+        if frame is not None:  # the strategy takes the inner optimizer in before its
+            # gradients are read here (a sharded one points it at the sharded parameters)
+            frame.strategy.extended.manages_optimizer(self._optimizer)
         if self._scaler is None:
             self._step_fixed(scaled)
             return

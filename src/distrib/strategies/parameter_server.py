@@ -43,6 +43,7 @@ from distrib.cluster.roles import validate_cluster
 from distrib.comm.ops import CommunicationOptions
 from distrib.errors import ConfigError, UsageError, explain
 from distrib.input import DistributedDataset, InputContext, InputOptions
+from distrib.mixed_precision import LossScaleOptimizer
 from distrib.rpc import pickling
 from distrib.rpc.auth import Authenticator
 from distrib.rpc.coordination import ClusterClient
@@ -349,6 +350,14 @@ class ParameterServerStrategyExtended(StrategyExtended):
             return ("res", entry[0])
         if isinstance(obj, torch.optim.Optimizer) and self._manages_optimizer(obj):
             return ("res", self._register_optimizer(obj))
+        if isinstance(obj, LossScaleOptimizer) and obj.dynamic:
+            raise UsageError(explain(
+                "optimizer", "LossScaleOptimizer(dynamic=True)", "ParameterServerStrategy "
+                "keeps no dynamic loss scale: every scheduled function would start again "
+                "from the chief's scale, which would never adapt (nor be checkpointed as it "
+                "is)", "use a fixed scale, "
+                "LossScaleOptimizer(opt, dynamic=False, initial_scale=...), or the "
+                "mixed_bfloat16 policy, which needs no loss scaling"))
         return None
 
     def _share(self, obj: Any, rid: int | None = None) -> int:

@@ -353,9 +353,9 @@ class ParameterServerStrategyExtended(StrategyExtended):
         if isinstance(obj, LossScaleOptimizer) and obj.dynamic:
             raise UsageError(explain(
                 "optimizer", "LossScaleOptimizer(dynamic=True)", "ParameterServerStrategy "
-                "keeps no dynamic loss scale: every scheduled function would start again "
-                "from the chief's scale, which would never adapt (nor be checkpointed as it "
-                "is)", "use a fixed scale, "
+                "keeps no dynamic loss scale: it would adapt in copies sent to the workers "
+                "(one per scheduled function, or per worker), which neither agree nor reach "
+                "the chief's, so checkpoints would save its initial value", "use a fixed scale, "
                 "LossScaleOptimizer(opt, dynamic=False, initial_scale=...), or the "
                 "mixed_bfloat16 policy, which needs no loss scaling"))
         return None

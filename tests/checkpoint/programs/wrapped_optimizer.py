@@ -6,7 +6,8 @@ KIND:
   sharded   ShardedStrategy over 2 CPU replicas (every Linear its own FSDP unit, its 5
             rows split 3 + 2)
   ps        ParameterServerStrategy: run on every task of {chief: 1, worker: 1, ps: 1};
-            every variable in 2 shards on the ps, steps scheduled on the worker
+            every variable in 2 shards on the ps, steps scheduled on the worker, a fixed
+            loss scale (first: the refusals of a dynamic one, scheduled and in ``fit``)
   oracle    one process, no strategy: what the others must equal (DIR/oracle.pt), then
             reads back what each of DIR/sharded and DIR/ps saved (see below)
 
@@ -134,7 +135,22 @@ def parameter_servers(folder: Path) -> None:
         refusal = ""
     except distrib.errors.UsageError as e:
         refusal = str(e)
-    run_and_restore(strategy, train, state, folder / "ps", DYNAMIC["ps"], refusal=refusal)
+    distrib.mixed_precision.set_global_policy("mixed_float16")  # compile wraps the optimizer
+    try:
+        with strategy.scope():
+            model = distrib.Model(build(4).float())
+        model.compile(optimizer="sgd", loss=distrib.losses.SparseCategoricalCrossentropy(
+            from_logits=True))
+        x, y = batch(0)
+        model.fit(distrib.data.Dataset.from_tensor_slices((x.float().numpy(), y.numpy()))
+                  .batch(4).repeat(), steps_per_epoch=2, verbose=0)
+        fit_refusal = ""
+    except distrib.errors.UsageError as e:
+        fit_refusal = str(e)
+    finally:
+        distrib.mixed_precision.set_global_policy("float32")
+    run_and_restore(strategy, train, state, folder / "ps", DYNAMIC["ps"], refusal=refusal,
+                    fit_refusal=fit_refusal)
 
 
 def run_and_restore(strategy: distrib.Strategy,
@@ -199,7 +215,7 @@ def oracle(folder: Path) -> None:
                 ("oracle_at_save", at_save), ("saved", run["saved"]), ("in_files", in_files),
                 ("restored", run["restored"]), ("oracle_final", final),
                 ("final", run["final"]))},
-            "refusal": run.get("refusal"),
+            "refusals": [run.get("refusal"), run.get("fit_refusal")],
         }
         (folder / f"{kind}.json").write_text(json.dumps(report))
     print("oracle done", flush=True)

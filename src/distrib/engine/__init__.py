@@ -17,6 +17,10 @@ every step passes through:
   step, agree its rows, run the :class:`StepProgram`, let the :class:`StepObserver`
   run (callbacks, hooks); ``Model.fit``/``evaluate``/``predict``, the ``*_on_batch``
   calls and the Estimator's ``train``/``evaluate``/``predict`` run on it;
+* :class:`EpochLoop` is THE epoch loop (:mod:`distrib.engine.epochs`): callbacks,
+  resume, validation when ``validation_freq`` says, the agreed stop; ``Model.fit``
+  (on every strategy, ParameterServerStrategy's chief included) gives it an
+  :class:`EpochProgram`;
 * :class:`LogSync` synchronises logs in ONE all-reduce of flat metric states and
   scalars, with the :class:`BatchLogPlan` of when batch observers read them and the
   seed drawn on the chief;
@@ -35,6 +39,13 @@ Example::
 
 from distrib.engine.agreement import Agreed, Agreement, StepAgreement
 from distrib.engine.calls import collective_call, collective_iterator
+from distrib.engine.epochs import (
+    EpochCallbacks,
+    EpochLoop,
+    EpochProgram,
+    EpochProgress,
+    validates,
+)
 from distrib.engine.logs import BatchLogPlan, LogSync, is_scalar
 from distrib.engine.loop import (
     ExchangedSteps,
@@ -49,4 +60,5 @@ from distrib.engine.loop import (
 
 __all__ = ["Agreed", "Agreement", "StepAgreement", "collective_call", "collective_iterator",
            "BatchLogPlan", "LogSync", "is_scalar", "ExchangedSteps", "Ran", "Step", "StepLoop",
-           "StepObserver", "StepProgram", "TakenSteps", "numbered"]
+           "StepObserver", "StepProgram", "TakenSteps", "numbered", "EpochCallbacks",
+           "EpochLoop", "EpochProgram", "EpochProgress", "validates"]

@@ -10,6 +10,9 @@ in TensorFlow's Keras:
 * ``steps_per_epoch`` is required (the data of a worker never ends an epoch), with
   TensorFlow's error when it is missing; ``verbose="auto"`` means 2 and ``verbose=1``
   is refused;
+* the epochs run on the engine's epoch loop (:class:`~distrib.engine.EpochLoop`), as
+  ``fit``'s on the other strategies: the same callbacks, ``BackupAndRestore`` resume
+  and ``validation_freq``;
 * callbacks run on the chief; batch hooks get logs only when a callback reads them
   (which waits for the steps so far); epoch logs are exact: every step returns its
   metric states and the chief adds up those of the steps that completed;
@@ -39,7 +42,7 @@ import torch
 from distrib import nest
 from distrib.coordinator import ClusterCoordinator, RemoteValue
 from distrib.data import Dataset
-from distrib.engine import StepLoop, numbered
+from distrib.engine import EpochLoop, StepLoop, numbered
 from distrib.errors import UsageError, explain, warn
 from distrib.training.callbacks import CallbackList
 from distrib.training.callbacks.base import callbacks_for_run
@@ -301,10 +304,6 @@ def _split(x: Any, y: Any, sample_weight: Any, split: float, validation_data: An
     return (*train, *pad)[:3], (*val, *pad)[:3]  # type: ignore[return-value]
 
 
-def _should_validate(epoch: int, freq: Any) -> bool:
-    return (epoch + 1) % freq == 0 if isinstance(freq, int) else epoch + 1 in freq
-
-
 def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         verbose: int | str, callbacks: Any, validation_split: float, validation_data: Any,
         shuffle: bool, initial_epoch: int, steps_per_epoch: int | None,
@@ -325,33 +324,59 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
             model, coordinator, model_ref, val, validation_batch_size or batch_size,
             validation_steps, "validation_steps")
         cbs = callbacks_for_run(callbacks, model, level, epochs, steps, True)
-        interval = _interval(cbs, "train", steps, False)
         model.stop_training = False
-        cbs.on_train_begin()
         training = TrainingState(model, _WorkersData(), cbs, epochs)
-        initial_epoch = training.resume(initial_epoch)  # BackupAndRestore: a finished epoch
-        logs: dict[str, Any] = {}
-        for epoch in range(initial_epoch, epochs):
-            start = training.begin_epoch(epoch)  # a backup inside an epoch: its steps so far
-            model.reset_metrics()
-            cbs.on_epoch_begin(epoch)
-            tracker = _Logs(model)
-            ran_out = _train_epoch(coordinator, model_ref, iterator, steps - start, cbs,
-                                   tracker, interval)
-            logs = tracker.logs()
-            model._train_counter += tracker.completed  # the progress bar shows the steps run
-            if evaluation is not None and _should_validate(epoch, validation_freq):
-                val_logs = evaluation.run(cbs, in_fit=True)
-                logs.update({"val_" + k: v for k, v in val_logs.items()})
-            cbs.on_epoch_end(epoch, logs)
-            training.epoch_done(epoch)
-            if ran_out:
-                warn(_OUT_OF_DATA.format(steps * epochs))
-                break
-            if model.stop_training:
-                break
-        cbs.on_train_end(logs)
+        program = _Epochs(model, coordinator, model_ref, iterator, cbs, steps, epochs,
+                          evaluation)
+        EpochLoop(program, cbs, training, validation_freq if evaluation is not None else None
+                  ).run(initial_epoch, epochs)  # BackupAndRestore resumes a finished epoch
         return model.history
+
+
+class _Epochs:
+    """The coordinated fit's epochs on the chief (the :class:`~distrib.engine.EpochProgram`):
+    each epoch's steps scheduled on the workers, its logs added up from the steps that
+    completed; a worker's data running out ends training with Keras' warning."""
+
+    def __init__(self, model: Model, coordinator: ClusterCoordinator, model_ref: Any,
+                 iterator: Any, cbs: CallbackList, steps: int, epochs: int,
+                 evaluation: _Evaluation | None) -> None:
+        self.model = model
+        self.coordinator, self.model_ref, self.iterator = coordinator, model_ref, iterator
+        self.cbs, self.steps, self.epochs, self.evaluation = cbs, steps, epochs, evaluation
+        self.interval = _interval(cbs, "train", steps, False)
+        self.ran_out = False
+
+    def begin_epoch(self, epoch: int, start: int, first: bool) -> bool:
+        self.model.reset_metrics()
+        return True  # a worker's data never ends an epoch before it begins
+
+    def train_epoch(self, epoch: int, start: int) -> dict[str, Any]:
+        tracker = _Logs(self.model)
+        scheduled = _Scheduled(self.coordinator, self.model_ref, self.iterator, self.cbs,
+                               tracker, self.interval)
+        try:
+            StepLoop(scheduled, scheduled).run(numbered(itertools.repeat(None,
+                                                                         self.steps - start)))
+            self.coordinator.join()
+        except StopIteration:  # a worker's data ran out
+            self.ran_out = True
+        logs = tracker.logs()
+        self.model._train_counter += tracker.completed  # the progress bar shows the steps run
+        return logs
+
+    def validate(self) -> dict[str, Any]:
+        assert self.evaluation is not None  # the loop validates only with validation data
+        return self.evaluation.run(self.cbs, in_fit=True)
+
+    def stop(self) -> bool:
+        if self.ran_out:
+            warn(_OUT_OF_DATA.format(self.steps * self.epochs))
+            return True
+        return bool(self.model.stop_training)
+
+    def end(self) -> None:
+        pass  # EMA (finalize_variable_values) is refused under ParameterServerStrategy
 
 
 class _WorkersData:
@@ -394,18 +419,6 @@ class _Scheduled:
         read = self.interval and (step + 1) % self.interval == 0
         self.cbs.on_train_batch_end(step, self.tracker.logs(step + 1) if read else {})
         return bool(self.tracker.model.stop_training)
-
-
-def _train_epoch(coordinator: ClusterCoordinator, model_ref: Any, iterator: Any, steps: int,
-                 cbs: CallbackList, tracker: _Logs, interval: int) -> bool:
-    """Schedule one epoch of steps; True when a worker's data ran out."""
-    scheduled = _Scheduled(coordinator, model_ref, iterator, cbs, tracker, interval)
-    try:
-        StepLoop(scheduled, scheduled).run(numbered(itertools.repeat(None, steps)))
-        coordinator.join()
-    except StopIteration:
-        return True
-    return False
 
 
 def evaluate(model: Model, *, x: Any, y: Any, batch_size: int | None, verbose: int | str,

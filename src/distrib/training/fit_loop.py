@@ -8,10 +8,11 @@ all-reduce of every state at once), and for batch callbacks only when one needs
 the values — every call for callbacks that read batch logs, every few steps for
 the progress bar.  Whether to synchronise is decided identically on every
 replica, so the collectives always match.  The steps themselves run on the engine's
-step loop (:class:`~distrib.engine.StepLoop`); this module gives it the programs
-(:class:`~distrib.training.fit_runner.Runner`) and the observers: Keras callbacks
-around executions, the progress BackupAndRestore records, the outputs ``predict``
-collects.
+step loop (:class:`~distrib.engine.StepLoop`) and ``fit``'s epochs on its epoch loop
+(:class:`~distrib.engine.EpochLoop`); this module gives them the programs
+(:class:`~distrib.training.fit_runner.Runner`, ``_Epochs``) and the observers: Keras
+callbacks around executions, the progress BackupAndRestore records, the outputs
+``predict`` collects.
 
 Example::
 
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 
 from distrib import nest
-from distrib.engine import BatchLogPlan, Step
+from distrib.engine import BatchLogPlan, EpochLoop, Step
 from distrib.errors import UsageError, explain
 from distrib.training.callbacks import CallbackList
 from distrib.training.callbacks.base import callbacks_for_run
@@ -75,12 +76,6 @@ def _validation(x: Any, y: Any, sample_weight: Any, split: float, data: Any
     train, val = split_arrays(values, split)
     pad = (None,) * (3 - len(values))
     return (*train, *pad)[:3], (*val, *pad)[:3]  # type: ignore[return-value]
-
-
-def _should_validate(epoch: int, freq: Any) -> bool:
-    if isinstance(freq, int):
-        return (epoch + 1) % freq == 0
-    return epoch + 1 in freq
 
 
 # ------------------------------------------------------------------------ fit
@@ -148,50 +143,69 @@ def _train(runner: Runner, handler: DataHandler, val_handler: DataHandler | None
     model.stop_training = False
     if model.optimizer is not None:
         model.optimizer.zero_grad(set_to_none=True)
-    cbs.on_train_begin()
     training = TrainingState(model, handler, cbs, epochs)
-    initial_epoch = training.resume(initial_epoch)  # a backup (BackupAndRestore) may move it
-    epoch_logs: dict[str, Any] = {}
-    for epoch in range(initial_epoch, epochs):
-        start = training.begin_epoch(epoch)  # non-zero when resuming inside this epoch
-        steps = _epoch_steps(handler, start, model.stop_training)
-        first = next(steps, None)
-        if first is None and start == 0:  # the data ended before this epoch's first step
-            if epoch == initial_epoch:
-                raise UsageError(explain("training data", "an empty dataset",
-                                         _EMPTY.format(fn="train_function"),
-                                         "check that the dataset yields at least one batch"))
-            break  # an epoch that ran no step is neither logged nor compared
-        if start == 0:
-            model.reset_metrics()
-        cbs.on_epoch_begin(epoch)
-        if first is not None:
-            steps = itertools.chain([first], steps)
-        with mode(model, True):
-            extras = _train_epoch(runner, steps, cbs, plan, training, start)
-        runner.ext.sync_buffers(model)
-        epoch_logs = runner.sync(extras)
-        if val_handler is not None and val_plan is not None and \
-                _should_validate(epoch, validation_freq):
-            val_logs = _test_loop(runner, runner.use(val_handler), cbs, val_plan)
-            runner.use(handler)
-            epoch_logs.update({"val_" + k: v for k, v in val_logs.items()})
-        cbs.on_epoch_end(epoch, epoch_logs)
-        model.stop_training = runner.group.any(model.stop_training or handler.ran_out)
-        training.epoch_done(epoch)
-        if model.stop_training:
-            break
-    inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)
-    if hasattr(inner, "finalize_variable_values"):  # Keras: EMA weights replace the trained
-        inner.finalize_variable_values()
-    cbs.on_train_end(logs=epoch_logs)
+    program = _Epochs(runner, handler, val_handler, cbs, plan, val_plan, training)
+    validates = val_handler is not None and val_plan is not None
+    EpochLoop(program, cbs, training, validation_freq if validates else None
+              ).run(initial_epoch, epochs)
     return model.history
 
 
-def _epoch_steps(handler: DataHandler, start: int, stopped: bool) -> Iterator[Step]:
-    """The steps of an epoch from step ``start``; none when resuming after a mid-epoch
-    stop (only the epoch's end is left)."""
-    return iter(()) if start and stopped else handler.epoch(start)
+class _Epochs:
+    """fit's epochs on the replicas (the :class:`~distrib.engine.EpochProgram`): each
+    epoch's steps on the engine's step loop, its logs synchronised over the replicas,
+    stopping agreed over them."""
+
+    def __init__(self, runner: Runner, handler: DataHandler, val_handler: DataHandler | None,
+                 cbs: CallbackList, plan: BatchLogPlan, val_plan: BatchLogPlan | None,
+                 training: TrainingState) -> None:
+        self.runner, self.handler, self.val_handler = runner, handler, val_handler
+        self.cbs, self.plan, self.val_plan, self.training = cbs, plan, val_plan, training
+        self.steps: Iterator[Step] = iter(())
+
+    def begin_epoch(self, epoch: int, start: int, first: bool) -> bool:
+        model = self.runner.model
+        # resuming after a mid-epoch stop: no step left, only the epoch's end
+        steps = iter(()) if start and model.stop_training else self.handler.epoch(start)
+        step = next(steps, None)
+        if step is None and start == 0:  # the data ended before this epoch's first step
+            if first:
+                raise UsageError(explain("training data", "an empty dataset",
+                                         _EMPTY.format(fn="train_function"),
+                                         "check that the dataset yields at least one batch"))
+            return False  # an epoch that ran no step is neither logged nor compared
+        if start == 0:
+            model.reset_metrics()
+        self.steps = itertools.chain([step], steps) if step is not None else steps
+        return True
+
+    def train_epoch(self, epoch: int, start: int) -> dict[str, Any]:
+        runner = self.runner
+        with mode(runner.model, True):
+            extras = _train_epoch(runner, self.steps, self.cbs, self.plan, self.training,
+                                  start)
+        self.steps = iter(())
+        runner.ext.sync_buffers(runner.model)
+        return runner.sync(extras)
+
+    def validate(self) -> dict[str, Any]:
+        # the loop validates only with validation data
+        assert self.val_handler is not None and self.val_plan is not None
+        runner = self.runner
+        logs = _test_loop(runner, runner.use(self.val_handler), self.cbs, self.val_plan)
+        runner.use(self.handler)
+        return logs
+
+    def stop(self) -> bool:
+        model = self.runner.model
+        model.stop_training = self.runner.group.any(model.stop_training or self.handler.ran_out)
+        return bool(model.stop_training)
+
+    def end(self) -> None:
+        optimizer = self.runner.model.optimizer
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        if hasattr(inner, "finalize_variable_values"):  # Keras: EMA weights replace the
+            inner.finalize_variable_values()  # trained ones
 
 
 class _TrainObserver:

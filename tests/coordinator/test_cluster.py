@@ -58,6 +58,7 @@ def test_fit_and_evaluate_follow_tensorflow_rules(tmp_path: Path) -> None:
     assert "When using a `tf.keras.utils.experimental.DatasetCreator`, `steps_per_epoch`" in \
         report["no_steps_arrays"]
     assert "`verbose=1` is not allowed with `ParameterServerStrategy`" in report["verbose_1"]
+    assert "validation_freq = 0: must be at least 1" in report["validation_freq_0"]  # as fit's
     assert "you must specify the number of steps" in report["evaluate_no_steps"]
     assert report["history_keys"] == ["accuracy", "loss", "val_accuracy", "val_loss"]
     assert report["epochs_seen"] == [0, 1, 2]   # callbacks run on the chief

@@ -6,10 +6,14 @@ down what the loop asks of them, in one shared list of events.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 
+import distrib
 from distrib.engine import EpochLoop, validates
 
 
@@ -169,6 +173,23 @@ def test_an_error_in_an_epoch_skips_the_end_of_training() -> None:
 
 
 @pytest.mark.parametrize(("freq", "selected"), [(1, [0, 1, 2, 3, 4, 5]), (3, [2, 5]),
-                                                ([2, 5], [1, 4]), ((1,), [0])])
+                                                (np.int64(2), [1, 3, 5]), ([2, 5], [1, 4]),
+                                                ((1,), [0])])
 def test_validates_follows_keras_validation_freq(freq: Any, selected: list[int]) -> None:
     assert [e for e in range(6) if validates(e, freq)] == selected
+
+
+def test_fit_validates_on_the_epochs_a_numpy_validation_freq_selects(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    x = np.linspace(0.0, 1.0, 24).reshape(12, 2)
+    y = x.sum(1, keepdims=True)
+    model = distrib.Model(torch.nn.Linear(2, 1).double())
+    model.compile(optimizer="sgd", loss="mse")
+    seen: list[tuple[int, bool]] = []
+    record = distrib.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: seen.append((epoch, "val_loss" in logs)))
+    history = model.fit(x, y, batch_size=4, epochs=4, verbose=0, validation_data=(x, y),
+                        validation_freq=np.int64(2), callbacks=[record])
+    assert seen == [(0, False), (1, True), (2, False), (3, True)]
+    assert len(history.history["val_loss"]) == 2

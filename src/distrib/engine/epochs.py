@@ -100,14 +100,14 @@ class EpochProgress(Protocol):
 
 def validates(epoch: int, freq: int | Container[int]) -> bool:
     """Whether ``validation_freq`` selects ``epoch`` (0-based): every ``freq``-th epoch for
-    an int, else the 1-based epochs it lists (Keras' rule).
+    an int (NumPy's too), else the 1-based epochs it lists (Keras' rule).
 
     >>> [e for e in range(6) if validates(e, 2)], [e for e in range(6) if validates(e, [1, 6])]
     ([1, 3, 5], [0, 5])
     """
-    if isinstance(freq, int):
-        return (epoch + 1) % freq == 0
-    return epoch + 1 in freq
+    if isinstance(freq, Container):
+        return epoch + 1 in freq
+    return (epoch + 1) % int(freq) == 0
 
 
 class EpochLoop:

@@ -28,6 +28,7 @@ def main() -> None:
             "no_steps_dataset": lambda: model.fit(dataset.repeat(), epochs=1),
             "no_steps_arrays": lambda: model.fit(x, y, epochs=1),
             "verbose_1": lambda: model.fit(dataset.repeat(), steps_per_epoch=2, verbose=1),
+            "validation_freq_0": lambda: model.fit(x, y, steps_per_epoch=2, validation_freq=0),
             "evaluate_no_steps": lambda: model.evaluate(dataset)}.items():
         try:
             call()

@@ -251,3 +251,11 @@ def test_parameter_server_strategies_refuse_what_their_tasks_would_skip(monkeypa
     distrib.optimizers.Adam(0.1).build(torch.nn.Linear(2, 1))  # a rate alone is fine
     with pytest.raises(UsageError, match="parameter servers"):
         distrib.optimizers.Adam(0.1, clipnorm=1.0).build(torch.nn.Linear(2, 1))
+    # An optimizer built before, outside the strategy, is refused when built again
+    # on the same parameters under it (compile builds it again).
+    net = torch.nn.Linear(2, 1)
+    monkeypatch.setattr(context, "has_strategy", lambda: False)
+    ema = distrib.optimizers.Adam(0.1, use_ema=True).build(net)
+    monkeypatch.setattr(context, "has_strategy", lambda: True)
+    with pytest.raises(UsageError, match="parameter servers"):
+        ema.build(net)

@@ -180,6 +180,10 @@ class KerasOptimizer(torch.optim.Optimizer):
             names = {id(p): n for n, p in params.named_parameters()}
             params = params.parameters()
         plist = list(params)
+        transforms = self.gradient_accumulation_steps or self.clipnorm is not None \
+            or self.clipvalue is not None or self.global_clipnorm is not None
+        # Also for an optimizer built before (outside the scope) on these parameters.
+        _check_strategy(self, bool(transforms or self.weight_decay or self.use_ema))
         if self.built:
             mine = [p for g in self.param_groups for p in g["params"]]
             if len(mine) == len(plist) and all(a is b for a, b in zip(mine, plist)):
@@ -191,9 +195,6 @@ class KerasOptimizer(torch.optim.Optimizer):
                 f"{type(self).__name__}(...))"))
         lr = self._current_schedule_value()
         kwargs = dict(self._torch_args)
-        transforms = self.gradient_accumulation_steps or self.clipnorm is not None \
-            or self.clipvalue is not None or self.global_clipnorm is not None
-        _check_strategy(self, bool(transforms or self.weight_decay or self.use_ema))
         init: Any = self._torch_class.__init__
         if fused and self._fusable and not transforms:
             try:

@@ -420,3 +420,48 @@ class VariableClient:
             by_task.setdefault(shard.task, []).append([sid, s])
         self._call_all("LoadOptState", {t: {"opt": opt_id, "state": v}
                                         for t, v in by_task.items()})
+
+    def optimizer_slots(self, opt_id: int, params: Sequence[torch.Tensor]
+                        ) -> dict[int, dict[str, Any]]:
+        """Optimizer ``opt_id``'s state of each of ``params`` (by position in ``params``),
+        whole: the slots of a parameter's shards joined along dimension 0.  Parameters
+        not placed on the ``ps`` tasks, or with a shard that holds no state yet, are left
+        out."""
+        shards = self.optimizer_state(opt_id)
+        out: dict[int, dict[str, Any]] = {}
+        for index, param in enumerate(params):
+            vid = self.variable_id(param)
+            if vid is None:
+                continue
+            parts = [shards.get(s.id) for s in self.placements[vid].shards]
+            present = [part for part in parts if part is not None]
+            if present and len(present) == len(parts):
+                out[index] = _joined(present)
+        return out
+
+    def load_optimizer_slots(self, opt_id: int, params: Sequence[torch.Tensor],
+                             slots: dict[int, dict[str, Any]]) -> None:
+        """Replace optimizer ``opt_id``'s state of the ``params`` (by position) that
+        ``slots`` names, each whole state split into its shards' rows."""
+        by_shard: dict[int, dict[str, Any]] = {}
+        for index, state in slots.items():
+            vid = self.variable_id(params[int(index)])
+            if vid is None:
+                continue
+            for shard in self.placements[vid].shards:
+                by_shard[shard.id] = {k: _slot_rows(v, shard) for k, v in state.items()}
+        if by_shard:
+            self.load_optimizer_state(opt_id, by_shard)
+
+
+def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One parameter's optimizer slots from its shards' (row slices joined; scalars shared)."""
+    return {k: torch.cat([p[k] for p in parts]) if len(parts) > 1 and isinstance(v, torch.Tensor)
+            and v.dim() > 0 else v for k, v in parts[0].items()}
+
+
+def _slot_rows(value: Any, shard: Shard) -> Any:
+    """A shard's rows of one whole optimizer slot (scalars and unsharded slots as they are)."""
+    if shard.rows is None or not isinstance(value, torch.Tensor) or value.dim() == 0:
+        return value
+    return _rows(value, shard).clone()

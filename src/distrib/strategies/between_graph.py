@@ -292,28 +292,16 @@ class BetweenGraphExtended(StrategyExtended):
             self._hyper[rid] = repr(groups)
 
     def _push_slots(self, rid: int, opt: torch.optim.Optimizer) -> None:
-        variables = self.variables
-        assert variables is not None
-        slots: dict[int, dict[str, Any]] = {}
-        for param, state in opt.state.items():
-            vid = variables.variable_id(param)
-            if vid is not None and state:
-                for shard in variables.placements[vid].shards:
-                    slots[shard.id] = dict(state)
-        if slots:
-            variables.load_optimizer_state(rid, slots)
+        assert self.variables is not None
+        params = [p for g in opt.param_groups for p in g["params"]]
+        slots = {i: dict(opt.state[p]) for i, p in enumerate(params) if opt.state.get(p)}
+        self.variables.load_optimizer_slots(rid, params, slots)
 
     def _pull_slots(self, rid: int, opt: torch.optim.Optimizer) -> None:
-        variables = self.variables
-        assert variables is not None
-        shards = variables.optimizer_state(rid)
-        for group in opt.param_groups:
-            for param in group["params"]:
-                vid = variables.variable_id(param)
-                state = shards.get(variables.placements[vid].shards[0].id) \
-                    if vid is not None else None
-                if state is not None:
-                    opt.state[param] = {k: v.clone() if isinstance(v, torch.Tensor) else v
+        assert self.variables is not None
+        params = [p for g in opt.param_groups for p in g["params"]]
+        for index, state in self.variables.optimizer_slots(rid, params).items():
+            opt.state[params[index]] = {k: v.clone() if isinstance(v, torch.Tensor) else v
                                         for k, v in state.items()}
 
     # ------------------------------------------------------------------ steps

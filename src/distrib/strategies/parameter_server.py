@@ -248,16 +248,10 @@ class ParameterServerStrategyExtended(StrategyExtended):
         state = dict(optimizer.state_dict())
         if self._cluster is None or not self._manages_optimizer(optimizer):
             return state
-        variables = self._cluster.variables
-        shards = variables.optimizer_state(self._register_optimizer(optimizer))
-        slots: dict[int, dict[str, Any]] = {}
-        for index, param in enumerate(p for g in optimizer.param_groups for p in g["params"]):
-            vid = variables.variable_id(param)
-            parts = [shards.get(s.id) for s in variables.placements[vid].shards] \
-                if vid is not None else []
-            if parts and all(part is not None for part in parts):
-                slots[index] = _joined([p for p in parts if p is not None])
-        state["state"] = slots  # the slots live on the ps tasks (the chief's are unused)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        # the slots live on the ps tasks (the chief's are unused)
+        state["state"] = self._cluster.variables.optimizer_slots(
+            self._register_optimizer(optimizer), params)
         return state
 
     def _load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
@@ -267,18 +261,10 @@ class ParameterServerStrategyExtended(StrategyExtended):
             return
         optimizer.load_state_dict({**state, "state": {}})  # hyper-parameters
         optimizer.state.clear()
-        variables = self._cluster.variables
         rid = self._register_optimizer(optimizer)
         self.sync_hyperparameters()
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        by_shard: dict[int, dict[str, Any]] = {}
-        for index, slots in state.get("state", {}).items():
-            vid = variables.variable_id(params[int(index)])
-            if vid is None:
-                continue
-            for shard in variables.placements[vid].shards:
-                by_shard[shard.id] = {k: _shard_rows(v, shard.rows) for k, v in slots.items()}
-        variables.load_optimizer_state(rid, by_shard)
+        self._cluster.variables.load_optimizer_slots(rid, params, state.get("state", {}))
 
     def refresh(self) -> None:
         """Copy the current values of every variable into the chief's modules."""
@@ -442,18 +428,6 @@ class ParameterServerStrategyExtended(StrategyExtended):
     def _exit_scope(self, agree: bool = True) -> None:
         if self._role == "chief":
             super()._exit_scope(agree)
-
-
-def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One parameter's optimizer slots from its shards' (row slices joined; scalars shared)."""
-    return {k: torch.cat([p[k] for p in parts]) if len(parts) > 1 and isinstance(v, torch.Tensor)
-            and v.dim() > 0 else v for k, v in parts[0].items()}
-
-
-def _shard_rows(value: Any, rows: tuple[int, int] | None) -> Any:
-    if rows is None or not isinstance(value, torch.Tensor) or value.dim() == 0:
-        return value
-    return value[rows[0]:rows[1]].clone()
 
 
 def _hyper(group: dict[str, Any]) -> dict[str, Any]:

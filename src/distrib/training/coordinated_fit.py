@@ -48,12 +48,6 @@ from distrib.training.callbacks import CallbackList
 from distrib.training.callbacks.base import callbacks_for_run
 from distrib.training.compile_utils import rows_of, unpack_x_y_sample_weight
 from distrib.training.data_adapter import is_array_like, split_arrays
-from distrib.training.fit_arguments import (
-    check_batch_size,
-    check_epochs,
-    check_shuffle,
-    check_validation_freq,
-)
 from distrib.training.metrics import flat_states, results_from_states
 from distrib.training.train_function import DefaultStep
 from distrib.training.training_state import TrainingState
@@ -315,11 +309,8 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         shuffle: bool, initial_epoch: int, steps_per_epoch: int | None,
         validation_steps: int | None, validation_freq: Any, sample_weight: Any,
         validation_batch_size: int | None) -> Any:
-    """``Model.fit`` under ParameterServerStrategy (see the module docstring)."""
-    check_epochs(epochs, initial_epoch)  # fit's checks (the steps are checked below)
-    check_validation_freq(validation_freq)
-    check_shuffle(shuffle)
-    check_batch_size("validation_batch_size", validation_batch_size)
+    """``Model.fit`` under ParameterServerStrategy (see the module docstring; fit's
+    argument checks ran before)."""
     with model._scope():
         coordinator = _coordinator(model)
         level = _verbose(verbose)

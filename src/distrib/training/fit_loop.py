@@ -85,6 +85,10 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
         validation_steps: int | None, validation_freq: Any, sample_weight: Any,
         validation_batch_size: int | None, class_weight: Any = None) -> Any:
     """``Model.fit`` (see there)."""
+    check_fit_arguments(epochs=epochs, initial_epoch=initial_epoch, shuffle=shuffle,
+                        validation_freq=validation_freq, steps_per_epoch=steps_per_epoch,
+                        validation_steps=validation_steps,
+                        validation_batch_size=validation_batch_size)
     if model.distribute_strategy.extended.should_use_with_coordinator:
         # imported here: parameter-server training brings gRPC, which nothing else needs
         from distrib.training import coordinated_fit
@@ -97,10 +101,6 @@ def fit(model: Model, *, x: Any, y: Any, batch_size: int | None, epochs: int,
             validation_batch_size=validation_batch_size)
     with model._scope():
         check_replicated(model)
-        check_fit_arguments(epochs=epochs, initial_epoch=initial_epoch, shuffle=shuffle,
-                            validation_freq=validation_freq, steps_per_epoch=steps_per_epoch,
-                            validation_steps=validation_steps,
-                            validation_batch_size=validation_batch_size)
         x, y, sample_weight = input_data(x, y, sample_weight, "fit")
         table = class_weight_table(class_weight)
         runner = Runner(model)

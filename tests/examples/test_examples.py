@@ -92,9 +92,13 @@ def test_parameter_server_fit_reaches_the_demo_accuracy_band(tmp_path: Path) -> 
     proc = _distrib_run("chief=1,worker=2,ps=1", "parameter_server_fit.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     accuracy = float(re.search(r"Test accuracy: ([0-9.]+)", proc.stdout).group(1))  # type: ignore[union-attr]
-    # Asynchronous updates make the result vary from run to run: 0.944-0.967 over 7 runs
-    # (339-347 of the 359 test images); the bar sits just under the lowest.
-    assert accuracy >= 0.94
+    # Asynchronous updates make the result vary from run to run, and more so on a busy machine
+    # (a worker starved of CPU computes its gradient on older parameters): 0.944-0.969 alone,
+    # 0.936-0.969 over 20 runs with two clusters sharing 2 cores, 0.930 once in CI; the same
+    # program trained synchronously on one device reaches 0.961-0.972 over 6 shuffles.  The
+    # bar sits well under that spread and far above chance (0.10); the oracle tests in
+    # tests/coordinator pin the updates themselves.
+    assert accuracy >= 0.90
     assert "[chief:0] Epoch 8/8" in proc.stdout  # the chief runs the loop and the callbacks
     assert "[worker:0] Epoch" not in proc.stdout
 

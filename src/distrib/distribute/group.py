@@ -26,6 +26,7 @@ from distrib.comm.ops import ReduceOp
 from distrib.nest import map_structure
 
 __all__ = ["ReplicaGroupInfo", "PendingDataCheck", "StrategyLike", "ExtendedLike", "WrappedOptimizer", "AnyOptimizer",
+           "SharedLossScale",
            "gather_lists"]
 
 
@@ -285,6 +286,22 @@ class WrappedOptimizer(Protocol):
 AnyOptimizer = torch.optim.Optimizer | WrappedOptimizer
 
 
+class SharedLossScale(Protocol):
+    """A dynamic loss scale that a strategy keeps in one place for every process that steps
+    (parameter servers keep it on a ``ps`` task, as TensorFlow keeps its variables there).
+
+    ``update(used, finite)`` reports one step computed at scale ``used`` (its gradients
+    finite or not) and answers ``(scale, counter)`` after the rule was applied; ``read()``
+    answers them; ``assign(scale, counter)`` replaces them (a restored checkpoint).
+    """
+
+    def update(self, used: float, finite: bool) -> tuple[float, int]: ...
+
+    def read(self) -> tuple[float, int]: ...
+
+    def assign(self, scale: float, counter: int) -> None: ...
+
+
 class ExtendedLike(Protocol):
     """What layers below the strategies use of ``strategy.extended``.
 
@@ -296,6 +313,8 @@ class ExtendedLike(Protocol):
     inner optimizer's state through the strategy, the wrapper's own entries beside it).
     ``manages_optimizer(optimizer)`` takes an optimizer in before a wrapper reads its
     parameters' gradients (a sharded strategy points it at the sharded parameters).
+    ``shared_loss_scale(wrapper)`` is where a dynamic loss scale lives when the strategy
+    keeps it away from the wrapper (None: in the wrapper).
     """
 
     @property
@@ -318,6 +337,8 @@ class ExtendedLike(Protocol):
                                   state: dict[str, Any]) -> None: ...
 
     def manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool: ...
+
+    def shared_loss_scale(self, optimizer: WrappedOptimizer) -> SharedLossScale | None: ...
 
 
 class StrategyLike(Protocol):

@@ -24,7 +24,10 @@ gradients during ``backward``: every replica holds the same gradients, infs and
 NaNs included, and decides alike with no communication (TensorFlow relies on the
 same fact).  Otherwise — parameters outside the replication, or a strategy whose
 gradients stay local — the found-inf flags are summed across the replicas once
-per step before the decision.
+per step before the decision.  A strategy can keep the scale itself
+(``strategy.extended.shared_loss_scale``: ParameterServerStrategy keeps it on a ``ps``
+task for every worker); each step then reports whether it was finite and takes the
+scale and counter the strategy answers.
 
 Example (a custom training loop)::
 
@@ -263,6 +266,14 @@ class LossScaleOptimizer:
         flags = torch_adapter.grad_scaler_found_inf(self._scaler, self._optimizer)
         self._last_found = flags[0] if len(flags) == 1 else torch.stack(
             [f.to(flags[0].device) for f in flags]).sum()
+        shared = frame.strategy.extended.shared_loss_scale(self) if frame is not None else None
+        if shared is not None:  # the strategy applies the rule where every process sees it
+            used = self._state()
+            assert used is not None
+            scale, counter = shared.update(float(used[0]), not bool(self._last_found > 0))
+            self._scaler.update(scale)  # ends the step (the scale as the strategy keeps it)
+            self._set_scale(scale, counter)
+            return
         self._scaler.update()
         state = self._state()
         assert state is not None
@@ -342,10 +353,12 @@ class LossScaleOptimizer:
             self._optimizer.load_state_dict(state)
             return
         self._optimizer.load_state_dict(state["inner"])
+        self._set_scale(float(state["loss_scale"]), int(state["dynamic_counter"]))
+
+    def _set_scale(self, scale: float, counter: int) -> None:
         if self._scaler is not None:
             own = self._scaler.state_dict()
-            own.update(scale=float(state["loss_scale"]),
-                       _growth_tracker=int(state["dynamic_counter"]))
+            own.update(scale=scale, _growth_tracker=counter)
             self._scaler.load_state_dict(own)
 
     def __repr__(self) -> str:

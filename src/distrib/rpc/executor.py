@@ -108,6 +108,7 @@ class ClosureExecutor:
         self.incarnation = uuid.uuid4().hex
         self.resources: dict[int, Any] = {}
         self.optimizer_ids: dict[int, int] = {}
+        self.resource_ids: dict[int, int] = {}  # id(per-worker object) -> its id
 
     def handlers(self) -> dict[str, Handler]:
         """The worker's RPC methods."""
@@ -138,6 +139,7 @@ class ClosureExecutor:
             self._sessions += 1  # closures of the previous session still waiting: not run
             self.resources.clear()
             self.optimizer_ids.clear()
+            self.resource_ids.clear()
             self.variables.forget()
         with self._order:
             self._next_seq = 0
@@ -223,6 +225,7 @@ class ClosureExecutor:
             finally:
                 self.variables.settle()
             self.resources[request["rid"]] = value
+            self.resource_ids[id(value)] = request["rid"]
             if isinstance(value, torch.optim.Optimizer):
                 self.optimizer_ids[id(value)] = request["rid"]
         return self._run_guarded(body, work)

@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 
 from distrib.distribute import context
-from distrib.distribute.group import AnyOptimizer, ReplicaGroupInfo
+from distrib.distribute.group import (
+    AnyOptimizer,
+    ReplicaGroupInfo,
+    SharedLossScale,
+    WrappedOptimizer,
+)
 from distrib.mixed_precision import LossScaleOptimizer
 from distrib.strategies._gradient_sync import StepRecord, sum_gradients
 from distrib.strategies._step_hooks import StepHooks
@@ -45,7 +50,7 @@ class OptimizerSteps:
     Hooks a strategy overrides: ``_setup_optimizer``, ``_manages_optimizer``,
     ``_before_optimizer_step`` (by default: check the parameters, then
     ``_synchronize_gradients``), ``_synchronize_gradients``, ``_after_optimizer_step``,
-    ``_deferred_updates``; ``_keeps_in_sync`` (``StrategyExtended``) says which
+    ``_deferred_updates``, ``_shared_loss_scale``; ``_keeps_in_sync`` (``StrategyExtended``) says which
     parameters the strategy set up.
     """
 
@@ -172,6 +177,9 @@ class OptimizerSteps:
             return self._optimizer_state_dict(optimizer)
         state = dict(optimizer.state_dict())
         state["inner"] = self._optimizer_state_dict(optimizer.inner_optimizer)
+        shared = self.shared_loss_scale(optimizer)
+        if shared is not None:
+            state["loss_scale"], state["dynamic_counter"] = shared.read()
         return state
 
     def _optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
@@ -189,6 +197,17 @@ class OptimizerSteps:
         self._load_optimizer_state_dict(inner, state["inner"] if wrapped else state)
         if wrapped:  # the wrapper's own entries; the inner state is in place already
             optimizer.load_state_dict({**state, "inner": inner.state_dict()})
+            shared = self.shared_loss_scale(optimizer)
+            if shared is not None:
+                shared.assign(float(state["loss_scale"]), int(state["dynamic_counter"]))
+
+    def shared_loss_scale(self, optimizer: WrappedOptimizer) -> SharedLossScale | None:
+        """Where the dynamic loss scale of ``optimizer`` (a ``LossScaleOptimizer``) lives
+        when this strategy keeps it for every process (None: in the wrapper itself)."""
+        return self._shared_loss_scale(optimizer)
+
+    def _shared_loss_scale(self, optimizer: WrappedOptimizer) -> SharedLossScale | None:
+        return None
 
     def _load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
                                    state: dict[str, Any]) -> None:

@@ -41,6 +41,7 @@ from distrib.cluster import ClusterResolver, ClusterSpec, auto_resolver
 from distrib.cluster.env import require_cluster_secret
 from distrib.cluster.roles import validate_cluster
 from distrib.comm.ops import CommunicationOptions
+from distrib.distribute.group import WrappedOptimizer
 from distrib.errors import ConfigError, UsageError, explain
 from distrib.input import DistributedDataset, InputContext, InputOptions
 from distrib.mixed_precision import LossScaleOptimizer
@@ -55,6 +56,7 @@ from distrib.rpc.variables import (
     STORE_CODE_METHODS,
     STORE_METHODS,
     STORE_STREAM_METHODS,
+    PsLossScale,
     VariableClient,
     VariableStore,
 )
@@ -267,11 +269,17 @@ class ParameterServerStrategyExtended(StrategyExtended):
         self._cluster.variables.load_optimizer_slots(rid, params, state.get("state", {}))
 
     def refresh(self) -> None:
-        """Copy the current values of every variable into the chief's modules."""
+        """Copy the current values of every variable into the chief's modules, and of
+        every dynamic loss scale into the chief's ``LossScaleOptimizer``."""
         if self._cluster is not None:
             self._cluster.joined()
             if self._cluster.variables.placements:
                 self._cluster.variables.pull()
+            for rid, obj in list(self._objects.values()):
+                if isinstance(obj, LossScaleOptimizer) and obj.dynamic:
+                    scale, counter = self._cluster.variables.loss_scale(rid).read()
+                    obj.load_state_dict({"inner": obj.inner_optimizer.state_dict(),
+                                         "loss_scale": scale, "dynamic_counter": counter})
 
     # ------------------------------------------------------------ optimizers
     def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
@@ -336,15 +344,33 @@ class ParameterServerStrategyExtended(StrategyExtended):
             return ("res", entry[0])
         if isinstance(obj, torch.optim.Optimizer) and self._manages_optimizer(obj):
             return ("res", self._register_optimizer(obj))
-        if isinstance(obj, LossScaleOptimizer) and obj.dynamic:
-            raise UsageError(explain(
-                "optimizer", "LossScaleOptimizer(dynamic=True)", "ParameterServerStrategy "
-                "keeps no dynamic loss scale: it would adapt in copies sent to the workers "
-                "(one per scheduled function, or per worker), which neither agree nor reach "
-                "the chief's, so checkpoints would save its initial value", "use a fixed scale, "
-                "LossScaleOptimizer(opt, dynamic=False, initial_scale=...), or the "
-                "mixed_bfloat16 policy, which needs no loss scaling"))
+        if isinstance(obj, LossScaleOptimizer) and obj.dynamic \
+                and self._manages_optimizer(obj.inner_optimizer):
+            return ("res", self._register_loss_scale(obj))
         return None
+
+    def _register_loss_scale(self, optimizer: LossScaleOptimizer) -> int:
+        """Keep ``optimizer``'s dynamic scale on the first ps, and send the wrapper to the
+        workers (each keeps its copy; every step reports to, and reads back, the ps)."""
+        entry = self._objects.get(id(optimizer))
+        if entry is not None:
+            return entry[0]
+        rid = self._new_id()
+        counter = optimizer.dynamic_counter
+        self._chief().variables.loss_scale(rid).create(
+            float(optimizer.loss_scale), int(counter) if counter is not None else 0,
+            int(optimizer.dynamic_growth_steps or 1))
+        return self._share(optimizer, rid)
+
+    def _shared_loss_scale(self, optimizer: WrappedOptimizer) -> PsLossScale | None:
+        if not isinstance(optimizer, LossScaleOptimizer) or not optimizer.dynamic:
+            return None
+        if self._executor is not None:  # a worker: the chief's wrapper, sent here
+            rid = self._executor.resource_ids.get(id(optimizer))
+            return None if rid is None else self._executor.variables.loss_scale(rid)
+        if self._cluster is None or not self._manages_optimizer(optimizer.inner_optimizer):
+            return None
+        return self._chief().variables.loss_scale(self._register_loss_scale(optimizer))
 
     def _share(self, obj: Any, rid: int | None = None) -> int:
         """Send ``obj`` by value to every worker; later messages refer to the workers' copy."""

@@ -6,8 +6,9 @@ KIND:
   sharded   ShardedStrategy over 2 CPU replicas (every Linear its own FSDP unit, its 5
             rows split 3 + 2)
   ps        ParameterServerStrategy: run on every task of {chief: 1, worker: 1, ps: 1};
-            every variable in 2 shards on the ps, steps scheduled on the worker, a fixed
-            loss scale (first: the refusals of a dynamic one, scheduled and in ``fit``)
+            every variable in 2 shards on the ps, steps scheduled on the worker, the
+            dynamic scale kept on the ps (first: overflowing steps, and ``fit`` under the
+            mixed_float16 policy)
   oracle    one process, no strategy: what the others must equal (DIR/oracle.pt), then
             reads back what each of DIR/sharded and DIR/ps saved (see below)
 
@@ -49,9 +50,8 @@ def build(seed: int) -> nn.Module:
     return nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).double()
 
 
-#: Whether each kind's loss scale is dynamic: ParameterServerStrategy refuses a dynamic
-#: one (its scale would not adapt across scheduled functions); a fixed one it takes.
-DYNAMIC = {"sharded": True, "ps": False}
+#: Whether each kind's loss scale is dynamic.
+DYNAMIC = {"sharded": True, "ps": True}
 
 
 def wrapped(net: nn.Module, dynamic: bool, initial_scale: float = INITIAL_SCALE
@@ -72,6 +72,15 @@ def step_fn(net: nn.Module, opt: LossScaleOptimizer, x: torch.Tensor,
     """One step: the loss averaged over the GLOBAL batch, scaled, then the wrapper's step."""
     per_example = nn.functional.cross_entropy(net(x), y, reduction="none")
     loss = distrib.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+    opt.get_scaled_loss(loss).backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def overflowing_step_fn(net: nn.Module, opt: LossScaleOptimizer, x: torch.Tensor,
+                        y: torch.Tensor) -> None:
+    """A step whose gradients are never finite: skipped, and the scale halves."""
+    loss = nn.functional.cross_entropy(net(x), y) * torch.inf
     opt.get_scaled_loss(loss).backward()
     opt.step()
     opt.zero_grad()
@@ -126,15 +135,18 @@ def parameter_servers(folder: Path) -> None:
     def state(net: nn.Module, opt: LossScaleOptimizer) -> dict[str, Any]:
         return snapshot(ext.module_state_dict(net), ext.optimizer_state_dict(opt))
 
-    with strategy.scope():
+    with strategy.scope():  # 3 overflowing steps: each skipped, each halves the scale
         probe = build(3)
         probe_opt = wrapped(probe, dynamic=True)
-    try:
-        coordinator.schedule(step_fn, args=(probe, probe_opt, *batch(0)))
-        coordinator.join()
-        refusal = ""
-    except distrib.errors.UsageError as e:
-        refusal = str(e)
+    before = {k: v.clone() for k, v in ext.module_state_dict(probe).items()}
+    for step in range(3):
+        coordinator.schedule(overflowing_step_fn, args=(probe, probe_opt, *batch(step)))
+    coordinator.join()
+    after = ext.module_state_dict(probe)
+    overflow = {"unchanged": all(torch.equal(before[k], after[k]) for k in before),
+                "scale": [ext.optimizer_state_dict(probe_opt)[k]
+                          for k in ("loss_scale", "dynamic_counter")],
+                "chief_reads": [float(probe_opt.loss_scale), int(probe_opt.dynamic_counter)]}
     distrib.mixed_precision.set_global_policy("mixed_float16")  # compile wraps the optimizer
     try:
         with strategy.scope():
@@ -144,19 +156,18 @@ def parameter_servers(folder: Path) -> None:
         x, y = batch(0)
         model.fit(distrib.data.Dataset.from_tensor_slices((x.float().numpy(), y.numpy()))
                   .batch(4).repeat(), steps_per_epoch=2, verbose=0)
-        fit_refusal = ""
-    except distrib.errors.UsageError as e:
-        fit_refusal = str(e)
+        fit_scale = [ext.optimizer_state_dict(model.optimizer)[k]
+                     for k in ("loss_scale", "dynamic_counter")]
     finally:
         distrib.mixed_precision.set_global_policy("float32")
-    run_and_restore(strategy, train, state, folder / "ps", DYNAMIC["ps"], refusal=refusal,
-                    fit_refusal=fit_refusal)
+    run_and_restore(strategy, train, state, folder / "ps", DYNAMIC["ps"], overflow=overflow,
+                    fit_scale=fit_scale)
 
 
 def run_and_restore(strategy: distrib.Strategy,
                     train: Callable[[nn.Module, LossScaleOptimizer, range], None],
                     state: Callable[[nn.Module, LossScaleOptimizer], dict[str, Any]],
-                    out: Path, dynamic: bool, **extra: str) -> None:
+                    out: Path, dynamic: bool, **extra: Any) -> None:
     with strategy.scope():
         net = build(0)
         opt = wrapped(net, dynamic)
@@ -215,7 +226,8 @@ def oracle(folder: Path) -> None:
                 ("oracle_at_save", at_save), ("saved", run["saved"]), ("in_files", in_files),
                 ("restored", run["restored"]), ("oracle_final", final),
                 ("final", run["final"]))},
-            "refusals": [run.get("refusal"), run.get("fit_refusal")],
+            "overflow": run.get("overflow"),
+            "fit_scale": run.get("fit_scale"),
         }
         (folder / f"{kind}.json").write_text(json.dumps(report))
     print("oracle done", flush=True)

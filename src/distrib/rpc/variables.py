@@ -21,7 +21,6 @@ Example (one process)::
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,10 +30,11 @@ import torch
 
 from distrib.errors import UsageError, explain
 from distrib.rpc import pickling, wire
+from distrib.rpc.loss_scales import LossScales, PsLossScale
 from distrib.rpc.placement import Shard, VariablePlacement
 from distrib.rpc.transport import RpcClient, RpcStream
 
-__all__ = ["VariableStore", "VariableClient", "PsLossScale", "STORE_METHODS", "STORE_CODE_METHODS",
+__all__ = ["VariableStore", "VariableClient", "STORE_METHODS", "STORE_CODE_METHODS",
            "STORE_STREAM_METHODS"]
 
 STORE_METHODS = ("Create", "Pull", "Push", "Assign", "Add", "SetOptimizer", "SetHyper", "OptState",
@@ -59,8 +59,7 @@ class VariableStore:
         self.shards: dict[int, torch.Tensor] = {}
         self.versions: dict[int, int] = {}
         self.optimizers: dict[int, _Optimizer] = {}
-        #: dynamic loss scales: id -> [scale, counter, growth steps]
-        self.loss_scales: dict[int, list[Any]] = {}
+        self.loss_scales = LossScales()
 
     def reset(self) -> None:
         """Forget every variable and optimizer (a new chief session starts)."""
@@ -68,7 +67,7 @@ class VariableStore:
             self.shards.clear()
             self.versions.clear()
             self.optimizers.clear()
-            self.loss_scales.clear()
+            self.loss_scales.entries.clear()
 
     def handle(self, method: str, body: bytes, caller: str) -> bytes:
         """Serve one call of ``method`` (see :data:`STORE_METHODS`)."""
@@ -138,34 +137,7 @@ class VariableStore:
         return {"values": self._values([sid for sid, _ in request["deltas"]])}
 
     def _lossscale(self, request: dict[str, Any]) -> dict[str, Any]:
-        """A dynamic loss scale (TensorFlow's rule), changed atomically under the lock.
-
-        ``{"id", "create": [scale, counter, growth_steps]}`` makes it (once),
-        ``{"id", "assign": [scale, counter]}`` replaces it, ``{"id", "used", "finite"}``
-        reports a step: finite, the counter grows and at ``growth_steps`` the scale
-        doubles (when the double is finite) and the counter restarts; not finite, the
-        scale halves (never below 1) and the counter restarts.  A step computed at
-        another scale than the current one (another worker changed it meanwhile) says
-        nothing about the current scale and changes nothing.  Every call answers
-        ``{"scale", "counter"}``.
-        """
-        entry = self.loss_scales.get(request["id"])
-        if "create" in request:
-            entry = self.loss_scales.setdefault(request["id"], list(request["create"]))
-        if entry is None:
-            raise UsageError(explain("loss scale id", request["id"], "is unknown to this ps",
-                                     "let the chief register the LossScaleOptimizer first"))
-        if "assign" in request:
-            entry[0], entry[1] = request["assign"]
-        elif "used" in request and request["used"] == entry[0]:
-            if not request["finite"]:
-                entry[0], entry[1] = max(1.0, entry[0] / 2), 0
-            elif entry[1] + 1 >= entry[2]:
-                doubled = entry[0] * 2
-                entry[0], entry[1] = (doubled if math.isfinite(doubled) else entry[0]), 0
-            else:
-                entry[1] += 1
-        return {"scale": float(entry[0]), "counter": int(entry[1])}
+        return self.loss_scales.handle(request)  # see distrib.rpc.loss_scales
 
     def _setoptimizer(self, request: dict[str, Any]) -> dict[str, Any]:
         groups: list[dict[str, Any]] = []
@@ -436,7 +408,8 @@ class VariableClient:
 
     def loss_scale(self, scale_id: int) -> PsLossScale:
         """The dynamic loss scale ``scale_id``, kept on the first ``ps`` task."""
-        return PsLossScale(self, scale_id)
+        return PsLossScale(lambda request: self._call_all("LossScale", {0: request})[0],
+                           scale_id)
 
     def shard_ids(self, var_ids: Sequence[int]) -> list[int]:
         """The shard ids of ``var_ids``, in order."""
@@ -490,36 +463,6 @@ class VariableClient:
                 by_shard[shard.id] = {k: _slot_rows(v, shard) for k, v in state.items()}
         if by_shard:
             self.load_optimizer_state(opt_id, by_shard)
-
-
-class PsLossScale:
-    """A dynamic loss scale on the first ``ps`` task, changed atomically there for every
-    worker (see :meth:`VariableStore._lossscale`); each method answers ``(scale, counter)``
-    as the ``ps`` holds them afterwards."""
-
-    def __init__(self, client: VariableClient, scale_id: int) -> None:
-        self._client = client
-        self._id = scale_id
-
-    def _call(self, **request: Any) -> tuple[float, int]:
-        reply = self._client._call_all("LossScale", {0: {"id": self._id, **request}})[0]
-        return float(reply["scale"]), int(reply["counter"])
-
-    def create(self, scale: float, counter: int, growth_steps: int) -> tuple[float, int]:
-        """Make it, unless it exists (then it is left as it is)."""
-        return self._call(create=[scale, counter, growth_steps])
-
-    def update(self, used: float, finite: bool) -> tuple[float, int]:
-        """Report one step computed at scale ``used``, its gradients finite or not."""
-        return self._call(used=used, finite=finite)
-
-    def read(self) -> tuple[float, int]:
-        """The scale and counter now."""
-        return self._call()
-
-    def assign(self, scale: float, counter: int) -> None:
-        """Replace them (a restored checkpoint)."""
-        self._call(assign=[scale, counter])
 
 
 def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:

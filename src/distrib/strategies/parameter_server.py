@@ -49,6 +49,7 @@ from distrib.rpc import pickling
 from distrib.rpc.auth import Authenticator
 from distrib.rpc.coordination import ClusterClient
 from distrib.rpc.executor import EXECUTOR_CODE_METHODS, ClosureExecutor
+from distrib.rpc.loss_scales import PsLossScale
 from distrib.rpc.placement import Placer, VariablePlacement
 from distrib.rpc.service import TaskService
 from distrib.rpc.transport import RpcClient, startup_timeout
@@ -56,7 +57,6 @@ from distrib.rpc.variables import (
     STORE_CODE_METHODS,
     STORE_METHODS,
     STORE_STREAM_METHODS,
-    PsLossScale,
     VariableClient,
     VariableStore,
 )
@@ -269,8 +269,7 @@ class ParameterServerStrategyExtended(StrategyExtended):
         self._cluster.variables.load_optimizer_slots(rid, params, state.get("state", {}))
 
     def refresh(self) -> None:
-        """Copy the current values of every variable into the chief's modules, and of
-        every dynamic loss scale into the chief's ``LossScaleOptimizer``."""
+        """Copy the current values of every variable (and loss scale) into the chief's objects."""
         if self._cluster is not None:
             self._cluster.joined()
             if self._cluster.variables.placements:
@@ -278,8 +277,8 @@ class ParameterServerStrategyExtended(StrategyExtended):
             for rid, obj in list(self._objects.values()):
                 if isinstance(obj, LossScaleOptimizer) and obj.dynamic:
                     scale, counter = self._cluster.variables.loss_scale(rid).read()
-                    obj.load_state_dict({"inner": obj.inner_optimizer.state_dict(),
-                                         "loss_scale": scale, "dynamic_counter": counter})
+                    obj.load_state_dict({**obj.state_dict(), "loss_scale": scale,
+                                         "dynamic_counter": counter})
 
     # ------------------------------------------------------------ optimizers
     def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
@@ -350,16 +349,13 @@ class ParameterServerStrategyExtended(StrategyExtended):
         return None
 
     def _register_loss_scale(self, optimizer: LossScaleOptimizer) -> int:
-        """Keep ``optimizer``'s dynamic scale on the first ps, and send the wrapper to the
-        workers (each keeps its copy; every step reports to, and reads back, the ps)."""
+        """Keep ``optimizer``'s dynamic scale on ps:0; each worker gets a copy that reports to it."""
         entry = self._objects.get(id(optimizer))
         if entry is not None:
             return entry[0]
-        rid = self._new_id()
-        counter = optimizer.dynamic_counter
+        rid, state = self._new_id(), optimizer.state_dict()
         self._chief().variables.loss_scale(rid).create(
-            float(optimizer.loss_scale), int(counter) if counter is not None else 0,
-            int(optimizer.dynamic_growth_steps or 1))
+            state["loss_scale"], state["dynamic_counter"], optimizer.dynamic_growth_steps or 1)
         return self._share(optimizer, rid)
 
     def _shared_loss_scale(self, optimizer: WrappedOptimizer) -> PsLossScale | None:

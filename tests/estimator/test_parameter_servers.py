@@ -66,6 +66,20 @@ def test_chief_worker_ps_and_evaluator_run_train_and_evaluate(tmp_path: Path) ->
     assert evaluated and evaluated[-1] == chief["global_step"]
 
 
+def test_a_dynamic_loss_scale_lives_on_the_ps_for_every_training_task(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    results = wait_all(start_cluster([PROGRAM, str(tmp_path / "model"), str(out)],
+                                     localhost_cluster(chief=1, worker=1, ps=1),
+                                     {**SECRET, "PS_MODEL_LOSS_SCALE": "1"}))
+    for name, (code, _, stderr) in results.items():
+        assert code == 0, f"{name}: {stderr[-3000:]}"
+    chief, worker = _load(Path(f"{out}.chief:0")), _load(Path(f"{out}.worker:0"))
+    assert chief["steps"] > 0 and worker["steps"] > 0
+    # The counter on ps:0 counted every task's finite steps (all are), and the chief's
+    # checkpoint saved it (each task's own wrapper would have counted its own steps only).
+    assert chief["loss_scale"] == [1024.0, chief["steps"] + worker["steps"]], (chief, worker)
+
+
 def _kill_while_training(tmp_path: Path, cluster: dict[str, list[str]], victim: str
                          ) -> dict[str, tuple[int | None, str]]:
     """Start ``cluster``, SIGKILL task ``victim`` once the chief stepped 3 times; the others' exits."""

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from torch import nn
 
 from distrib.cluster import SimpleClusterResolver
+from distrib.mixed_precision import LossScaleOptimizer
 
 if TYPE_CHECKING:  # gRPC is imported only where a cluster has ps tasks
     from distrib.estimator.run_config import RunConfig
@@ -87,7 +88,8 @@ class PsTraining:
         """Connect, place the variables and agree with the chief; returns whether training ended."""
         names = [(name, obj) for name, obj in runtime.store.trackable().items()
                  if isinstance(obj, nn.Module)]
-        step, finished = self._ext.start(names, runtime.step)
+        step, finished = self._ext.start(names, runtime.step,
+                                         runtime.store.of_type(LossScaleOptimizer))
         runtime.step = step
         return finished
 

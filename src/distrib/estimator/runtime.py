@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from distrib.distribute import context
 from distrib.errors import UsageError, explain
 from distrib.estimator.checkpoints import ModelCheckpoints
 from distrib.estimator.functions import fn_args, model_fn_kwargs, verify_model_fn
@@ -236,5 +237,6 @@ class ModelRuntime:
             if get_scaled is not None:
                 scaled = get_scaled(scaled)
         scaled.backward()  # type: ignore[no-untyped-call]
-        for opt in prepared:
-            opt.step()
+        with context.enter(self.strategy):  # applied under the strategy, as TF applies
+            for opt in prepared:            # gradients (a loss scale may live with it)
+                opt.step()

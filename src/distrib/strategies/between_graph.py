@@ -53,9 +53,11 @@ from torch import nn
 
 from distrib.cluster import ClusterResolver, ClusterSpec
 from distrib.comm.ops import CommunicationOptions
+from distrib.distribute.group import WrappedOptimizer
 from distrib.errors import ConfigError, explain
 from distrib.input import DistributedDataset, InputContext, InputOptions
 from distrib.mixed_precision import LossScaleOptimizer
+from distrib.rpc.loss_scales import PsLossScale
 from distrib.rpc.placement import Placer
 from distrib.rpc.transport import startup_timeout
 from distrib.rpc.variables import VariableClient
@@ -102,6 +104,7 @@ class BetweenGraphExtended(StrategyExtended):
         self._modules: list[nn.Module] = []         # set up, in setup order
         self._module_ids: set[int] = set()
         self._set_up_optimizers: list[torch.optim.Optimizer] = []
+        self._scales: dict[int, tuple[int, LossScaleOptimizer]] = {}  # dynamic, on ps:0
         self.variables: VariableClient | None = None
         self._optimizers: dict[int, tuple[int, torch.optim.Optimizer]] = {}  # on the ps
         self._hyper: dict[int, str] = {}
@@ -145,6 +148,12 @@ class BetweenGraphExtended(StrategyExtended):
 
     def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
         return self._active and id(optimizer) in self._optimizers
+
+    def _shared_loss_scale(self, optimizer: WrappedOptimizer) -> PsLossScale | None:
+        entry = self._scales.get(id(optimizer))
+        if not self._active or entry is None or self.variables is None:
+            return None
+        return self.variables.loss_scale(entry[0])
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         variables = self.variables
@@ -216,14 +225,17 @@ class BetweenGraphExtended(StrategyExtended):
                     seen.add(id(tensor))
                     yield start + key, tensor
 
-    def start(self, names: Sequence[tuple[str, nn.Module]], step: int) -> tuple[int, bool]:
+    def start(self, names: Sequence[tuple[str, nn.Module]], step: int,
+              wrappers: Sequence[LossScaleOptimizer] = ()) -> tuple[int, bool]:
         """Connect, place the variables and agree with the chief.
 
         ``names``: what to call the modules (their variables are ``<name>/<key>``), in
         placement order; modules set up but not named follow.  ``step``: the chief's
-        global step (restored from its checkpoint).  The chief creates the variables with
-        its values, re-creates its optimizers with their slots and publishes the manifest;
-        a worker waits for it (at most the start-up allowance) and pulls the values.
+        global step (restored from its checkpoint).  ``wrappers``: loss-scale wrappers of
+        the optimizers; a dynamic scale lives on ``ps:0`` for every task.  The chief
+        creates the variables with its values, re-creates its optimizers with their slots
+        (and its loss scales) and publishes the manifest; a worker waits for it (at most
+        the start-up allowance) and pulls the values.
 
         Returns the global step and whether the chief already finished training.
 
@@ -245,16 +257,25 @@ class BetweenGraphExtended(StrategyExtended):
         optimizers = self._set_up_optimizers
         manifest.append(["optimizers", [type(o).__name__ for o in optimizers]])
         self._optimizers = {id(o): (i + 1, o) for i, o in enumerate(optimizers)}
+        dynamic = [w for w in wrappers if w.dynamic]
+        manifest.append(["loss_scales", len(dynamic)])
+        self._scales = {id(w): (i + 1, w) for i, w in enumerate(dynamic)}
         with self._session.blame():
             if self.is_chief:
                 for placement, tensor in placements:
                     variables.create(placement, tensor)
                 for rid, opt in self._optimizers.values():
                     self._register(rid, opt)
+                for sid, wrapper in self._scales.values():  # the chief's (restored) values
+                    state, shared = wrapper.state_dict(), variables.loss_scale(sid)
+                    shared.create(state["loss_scale"], state["dynamic_counter"],
+                                  wrapper.dynamic_growth_steps or 1)
+                    shared.assign(state["loss_scale"], state["dynamic_counter"])
                 reply = self._session.call("EstReady", {"manifest": manifest, "step": step})
             else:
                 reply = self._session.await_chief(manifest)
                 variables.pull()
+                self._take_loss_scales()
         self._active = True
         return int(reply["step"]), bool(reply["finished"])
 
@@ -339,6 +360,15 @@ class BetweenGraphExtended(StrategyExtended):
             variables.pull()
             for rid, opt in self._optimizers.values():
                 self._pull_slots(rid, opt)
+            self._take_loss_scales()
+
+    def _take_loss_scales(self) -> None:
+        """Copy the loss scales on ``ps:0`` into this task's wrappers."""
+        assert self.variables is not None
+        for sid, wrapper in self._scales.values():
+            scale, counter = self.variables.loss_scale(sid).read()
+            wrapper.load_state_dict({**wrapper.state_dict(), "loss_scale": scale,
+                                     "dynamic_counter": counter})
 
     # -------------------------------------------------------------------- end
     def finish(self) -> int | None:

@@ -1,10 +1,14 @@
 """The Estimator the parameter-server programs train (``ps_program.py``, and
 ``tests/launch/programs/estimator_ps.py``): 64 examples of 5 float64 features and 3
 classes, a 5-8-3 tanh network, cross-entropy, SGD with momentum, accuracy evaluated.
+With ``PS_MODEL_LOSS_SCALE=1`` in the environment the optimizer is wrapped in a dynamic
+``LossScaleOptimizer`` (2**10, doubling after 1000 finite steps: its counter counts the
+finite steps; float64 and a power of two: the same updates).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -31,6 +35,9 @@ def model_fn(features: Any, labels: Any, mode: str) -> EstimatorSpec:
     if mode == ModeKeys.PREDICT:
         return EstimatorSpec(mode, predictions={"logits": logits})
     loss = nn.functional.cross_entropy(logits, labels)
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    optimizer: Any = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    if os.environ.get("PS_MODEL_LOSS_SCALE") == "1":
+        optimizer = distrib.mixed_precision.LossScaleOptimizer(
+            optimizer, initial_scale=2.0 ** 10, dynamic_growth_steps=1000)
     return EstimatorSpec(mode, loss=loss, train_op=optimizer, eval_metric_ops={
         "accuracy": metrics.accuracy(labels, logits.argmax(1))})

@@ -4,7 +4,8 @@
 
 Every task runs ``train_and_evaluate``; each training task writes to OUT (``OUT.<task>``)
 how many steps it made, and the chief also the final global step and the variables of
-the newest checkpoint.  ``--marker``: the chief writes PATH after its 3rd step and then
+the newest checkpoint (with ``PS_MODEL_LOSS_SCALE=1``: also its loss scale and
+counter).  ``--marker``: the chief writes PATH after its 3rd step and then
 trains slowly (a test kills a task then).  Without TF_CONFIG the program trains alone,
 the oracle of a cluster where one task trains.
 """
@@ -14,12 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 import distrib  # noqa: E402
 from distrib.estimator import (  # noqa: E402
@@ -45,6 +50,15 @@ class CountSteps(SessionRunHook):
         if self.marker is not None and self.steps >= 3:
             Path(self.marker).touch()
             time.sleep(0.05)
+
+
+def saved_loss_scale(path: str) -> list[float]:
+    """The dynamic loss scale and counter the checkpoint at ``path`` holds."""
+    net = nn.Sequential(nn.Linear(5, 8, dtype=torch.float64), nn.Tanh(),
+                        nn.Linear(8, 3, dtype=torch.float64))
+    opt = distrib.mixed_precision.LossScaleOptimizer(torch.optim.SGD(net.parameters(), lr=0.1))
+    distrib.Checkpoint(loss_scale_optimizer=opt).restore(path).expect_partial()
+    return [float(opt.loss_scale), float(opt.dynamic_counter)]
 
 
 def main() -> None:
@@ -75,6 +89,8 @@ def main() -> None:
         doc["variables"] = {name: estimator.get_variable_value(name).tolist()
                             for name in estimator.get_variable_names()
                             if name.startswith("sequential")}
+        if os.environ.get("PS_MODEL_LOSS_SCALE") == "1":
+            doc["loss_scale"] = saved_loss_scale(latest)
     name = f"{config.task_type}:{config.task_id}" if config.cluster_spec else "alone"
     Path(f"{args.out}.{name}").write_text(json.dumps(doc))
 

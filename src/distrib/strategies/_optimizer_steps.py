@@ -50,8 +50,8 @@ class OptimizerSteps:
     Hooks a strategy overrides: ``_setup_optimizer``, ``_manages_optimizer``,
     ``_before_optimizer_step`` (by default: check the parameters, then
     ``_synchronize_gradients``), ``_synchronize_gradients``, ``_after_optimizer_step``,
-    ``_deferred_updates``, ``_shared_loss_scale``; ``_keeps_in_sync`` (``StrategyExtended``) says which
-    parameters the strategy set up.
+    ``_deferred_updates``, ``_shared_loss_scale``; ``_keeps_in_sync``
+    (``StrategyExtended``) says which parameters the strategy set up.
     """
 
     _group: ReplicaGroupInfo

@@ -349,7 +349,7 @@ class ParameterServerStrategyExtended(StrategyExtended):
         return None
 
     def _register_loss_scale(self, optimizer: LossScaleOptimizer) -> int:
-        """Keep ``optimizer``'s dynamic scale on ps:0; each worker gets a copy that reports to it."""
+        """Keep ``optimizer``'s dynamic scale on ps:0; each worker's copy reports to it."""
         entry = self._objects.get(id(optimizer))
         if entry is not None:
             return entry[0]

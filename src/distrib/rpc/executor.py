@@ -107,7 +107,6 @@ class ClosureExecutor:
         self._running: tuple[int | None, int, str, float, float | None] | None = None
         self.incarnation = uuid.uuid4().hex
         self.resources: dict[int, Any] = {}
-        self.optimizer_ids: dict[int, int] = {}
         self.resource_ids: dict[int, int] = {}  # id(per-worker object) -> its id
 
     def handlers(self) -> dict[str, Handler]:
@@ -138,7 +137,6 @@ class ClosureExecutor:
         with self._lock:
             self._sessions += 1  # closures of the previous session still waiting: not run
             self.resources.clear()
-            self.optimizer_ids.clear()
             self.resource_ids.clear()
             self.variables.forget()
         with self._order:
@@ -226,8 +224,6 @@ class ClosureExecutor:
                 self.variables.settle()
             self.resources[request["rid"]] = value
             self.resource_ids[id(value)] = request["rid"]
-            if isinstance(value, torch.optim.Optimizer):
-                self.optimizer_ids[id(value)] = request["rid"]
         return self._run_guarded(body, work)
 
     def _run(self, body: bytes, caller: str) -> bytes:
@@ -278,7 +274,7 @@ class ClosureExecutor:
     # ------------------------------------------------------------ optimizers
     def push_gradients(self, optimizer: torch.optim.Optimizer) -> None:
         """Send the gradients of ``optimizer``'s variables to the ``ps`` tasks; clear them."""
-        rid = self.optimizer_ids.get(id(optimizer))
+        rid = self.resource_ids.get(id(optimizer))
         if rid is None:
             raise UsageError(explain("optimizer", type(optimizer).__name__, "steps variables of "
                                      "the parameter servers but was not sent by the chief",

@@ -37,7 +37,7 @@ from distrib.strategies._step_hooks import StepHooks
 if TYPE_CHECKING:
     from distrib.strategies.base import Strategy
 
-__all__ = ["OptimizerSteps", "OptimizerT"]
+__all__ = ["OptimizerSteps", "OptimizerT", "take_loss_scale"]
 
 #: What ``setup_optimizer`` takes and returns: a torch optimizer, or one wrapped for loss
 #: scaling (its ``inner_optimizer`` steps).
@@ -212,3 +212,10 @@ class OptimizerSteps:
     def _load_optimizer_state_dict(self, optimizer: torch.optim.Optimizer,
                                    state: dict[str, Any]) -> None:
         optimizer.load_state_dict(state)
+
+
+def take_loss_scale(wrapper: LossScaleOptimizer, shared: SharedLossScale) -> None:
+    """Copy the scale and counter that ``shared`` holds into ``wrapper``."""
+    scale, counter = shared.read()
+    wrapper.load_state_dict({**wrapper.state_dict(), "loss_scale": scale,
+                             "dynamic_counter": counter})

@@ -61,6 +61,7 @@ from distrib.rpc.loss_scales import PsLossScale
 from distrib.rpc.placement import Placer
 from distrib.rpc.transport import startup_timeout
 from distrib.rpc.variables import VariableClient
+from distrib.strategies._optimizer_steps import take_loss_scale
 from distrib.strategies._processes import checked_options
 from distrib.strategies._ps_session import CHIEF, PsSession, secret
 from distrib.strategies.base import Strategy, StrategyExtended
@@ -366,9 +367,7 @@ class BetweenGraphExtended(StrategyExtended):
         """Copy the loss scales on ``ps:0`` into this task's wrappers."""
         assert self.variables is not None
         for sid, wrapper in self._scales.values():
-            scale, counter = self.variables.loss_scale(sid).read()
-            wrapper.load_state_dict({**wrapper.state_dict(), "loss_scale": scale,
-                                     "dynamic_counter": counter})
+            take_loss_scale(wrapper, self.variables.loss_scale(sid))
 
     # -------------------------------------------------------------------- end
     def finish(self) -> int | None:

@@ -60,6 +60,7 @@ from distrib.rpc.variables import (
     VariableClient,
     VariableStore,
 )
+from distrib.strategies._optimizer_steps import take_loss_scale
 from distrib.strategies._processes import checked_options
 from distrib.strategies._ps_metrics import MetricIncrements
 from distrib.strategies.base import Strategy, StrategyExtended
@@ -276,14 +277,12 @@ class ParameterServerStrategyExtended(StrategyExtended):
                 self._cluster.variables.pull()
             for rid, obj in list(self._objects.values()):
                 if isinstance(obj, LossScaleOptimizer) and obj.dynamic:
-                    scale, counter = self._cluster.variables.loss_scale(rid).read()
-                    obj.load_state_dict({**obj.state_dict(), "loss_scale": scale,
-                                         "dynamic_counter": counter})
+                    take_loss_scale(obj, self._cluster.variables.loss_scale(rid))
 
     # ------------------------------------------------------------ optimizers
     def _manages_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
         if self._executor is not None:
-            return id(optimizer) in self._executor.optimizer_ids
+            return id(optimizer) in self._executor.resource_ids
         return any(id(p) in self._var_refs for g in optimizer.param_groups for p in g["params"])
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
